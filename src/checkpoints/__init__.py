@@ -1,0 +1,65 @@
+"""Checkpoint storage for graphflow: records, the serializer, and backends.
+
+This package never imports ``graphflow`` (enforced by a test and import-linter).
+"""
+
+from checkpoints import serde
+from checkpoints.base import Checkpointer
+from checkpoints.errors import (
+    CheckpointError,
+    CorruptCheckpointError,
+    DispatchConflictError,
+    HeadConflictError,
+    LeaseHeldError,
+    LeaseLostError,
+    SchemaVersionError,
+    SerializationError,
+    ThreadNotFoundError,
+)
+from checkpoints.memory import MemoryCheckpointer
+from checkpoints.models import (
+    AnswerRecord,
+    ChannelWrite,
+    CheckpointRecord,
+    CommitBatch,
+    DecisionRecord,
+    DispatchRecord,
+    MemoRecord,
+    PauseRecord,
+    TaskRecord,
+    TaskSpec,
+    ThreadInfo,
+    ThreadRecord,
+    ThreadUpdate,
+)
+from checkpoints.sqlite import SqliteCheckpointer
+
+serde.register(TaskSpec, name="checkpoints.TaskSpec")
+
+__all__ = [
+    "AnswerRecord",
+    "ChannelWrite",
+    "CheckpointError",
+    "CheckpointRecord",
+    "Checkpointer",
+    "CommitBatch",
+    "CorruptCheckpointError",
+    "DecisionRecord",
+    "DispatchConflictError",
+    "DispatchRecord",
+    "HeadConflictError",
+    "LeaseHeldError",
+    "LeaseLostError",
+    "MemoRecord",
+    "MemoryCheckpointer",
+    "PauseRecord",
+    "SchemaVersionError",
+    "SerializationError",
+    "SqliteCheckpointer",
+    "TaskRecord",
+    "TaskSpec",
+    "ThreadInfo",
+    "ThreadNotFoundError",
+    "ThreadRecord",
+    "ThreadUpdate",
+]

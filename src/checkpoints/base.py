@@ -1,0 +1,183 @@
+"""The async ``Checkpointer`` protocol every backend implements.
+
+Contract shared by all backends (checked by ``tests/checkpoints/conformance.py``):
+
+- ``commit`` is atomic: every record of a ``CommitBatch`` is durable, or none is. It is fenced
+  by the lease: it raises ``LeaseLostError`` unless ``owner`` holds the thread's lease, and,
+  when ``batch.check_head`` is set, ``HeadConflictError`` unless the root head equals
+  ``batch.expected_head``. A failed commit changes nothing.
+- Values inside records are serialized with ``checkpoints.serde`` when written; a value that
+  cannot be stored raises ``SerializationError`` (naming the key) and nothing is written.
+- Reads of records that cannot be decoded raise ``CorruptCheckpointError`` naming the thread
+  and checkpoint; a backend never returns a partly decoded record.
+- Pauses, answers, decisions and dispatch records are append-only.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any, Protocol, runtime_checkable
+
+from checkpoints.models import (
+    AnswerRecord,
+    CallId,
+    CheckpointId,
+    CheckpointRecord,
+    CommitBatch,
+    DecisionRecord,
+    DispatchRecord,
+    PauseId,
+    PauseRecord,
+    TaskId,
+    TaskRecord,
+    ThreadId,
+    ThreadInfo,
+    ThreadRecord,
+    ThreadStatus,
+)
+
+
+@runtime_checkable
+class Checkpointer(Protocol):
+    """Durable storage of threads, checkpoints, tasks, pauses and decisions.
+
+    All methods are coroutines; backends that do blocking I/O run it off the event loop.
+    Methods that take a ``thread_id`` of a thread that does not exist return ``None`` or an
+    empty result unless documented otherwise.
+    """
+
+    async def setup(self) -> None:
+        """Create storage (files, tables) when missing; idempotent; called before first use."""
+        ...
+
+    async def close(self) -> None:
+        """Release connections; the checkpointer may be set up again afterwards."""
+        ...
+
+    # -- threads and leases ------------------------------------------------------------
+    async def get_thread(self, thread_id: ThreadId) -> ThreadRecord | None:
+        """The thread's row, or ``None`` when the thread does not exist."""
+        ...
+
+    async def acquire_lease(
+        self, thread_id: ThreadId, owner: str, ttl: float, *, graph_name: str | None = None
+    ) -> ThreadRecord:
+        """Take the thread's lease for ``ttl`` seconds, creating the thread row when missing.
+
+        Succeeds when the lease is free, expired, already ``owner``'s, or held by a process on
+        this host that is no longer alive. Raises ``LeaseHeldError`` otherwise. Atomic.
+        """
+        ...
+
+    async def renew_lease(self, thread_id: ThreadId, owner: str, ttl: float) -> None:
+        """Extend ``owner``'s lease; raises ``LeaseLostError`` when it no longer holds it."""
+        ...
+
+    async def release_lease(self, thread_id: ThreadId, owner: str) -> None:
+        """Give the lease up if ``owner`` holds it; otherwise do nothing."""
+        ...
+
+    async def list_threads(self, status: ThreadStatus | None = None) -> list[ThreadInfo]:
+        """Threads (optionally of one status), most recently updated first, from an index."""
+        ...
+
+    # -- checkpoints and state -------------------------------------------------------------
+    async def commit(self, thread_id: ThreadId, owner: str, batch: CommitBatch) -> None:
+        """Write ``batch`` in one transaction (see the module docstring for the fencing)."""
+        ...
+
+    async def get_checkpoint(
+        self, thread_id: ThreadId, ns: str = "", checkpoint_id: CheckpointId | None = None
+    ) -> CheckpointRecord | None:
+        """A checkpoint by id, or the newest of namespace ``ns`` when ``checkpoint_id`` is None.
+
+        For the root namespace "newest" means the thread head.
+        """
+        ...
+
+    async def list_checkpoints(
+        self, thread_id: ThreadId, ns: str = "", *, limit: int | None = None
+    ) -> list[CheckpointRecord]:
+        """Checkpoints of one namespace, newest first."""
+        ...
+
+    async def load_channels(
+        self,
+        thread_id: ThreadId,
+        ns: str,
+        versions: Mapping[str, int],
+        bases: Mapping[str, tuple[int, int]],
+    ) -> dict[str, Any]:
+        """Channel values at the given versions (a checkpoint's ``channel_versions``).
+
+        A channel listed in ``bases`` is rebuilt from its ``set`` row at the base version
+        followed by its ``append`` rows of that base up to the version, in version order
+        (an empty list when there is no ``set`` row). Raises ``CorruptCheckpointError`` when a
+        referenced row is missing or cannot be decoded.
+        """
+        ...
+
+    async def load_tasks(
+        self, thread_id: ThreadId, ns: str, checkpoint_id: CheckpointId
+    ) -> dict[TaskId, TaskRecord]:
+        """Task records of one checkpoint's frontier, by task id."""
+        ...
+
+    async def load_memos(
+        self, thread_id: ThreadId, ns: str, checkpoint_id: CheckpointId
+    ) -> dict[TaskId, dict[str, Any]]:
+        """Memoized step results of one checkpoint's tasks: task id -> key -> value."""
+        ...
+
+    # -- pauses and answers ------------------------------------------------------------
+    async def get_pauses(
+        self, thread_id: ThreadId, pause_ids: Sequence[PauseId]
+    ) -> list[PauseRecord]:
+        """Pause records by id, in the order asked; unknown ids are left out."""
+        ...
+
+    async def list_pauses(self, thread_id: ThreadId) -> list[PauseRecord]:
+        """Every pause record of the thread, oldest first."""
+        ...
+
+    async def put_answers(self, answers: Sequence[AnswerRecord]) -> None:
+        """Append answers to pauses (no lease needed: answers are applied by the next run)."""
+        ...
+
+    async def load_answers(
+        self, thread_id: ThreadId, pause_ids: Sequence[PauseId] | None = None
+    ) -> dict[PauseId, AnswerRecord]:
+        """The latest answer per pause (all pauses of the thread when ``pause_ids`` is None)."""
+        ...
+
+    # -- tool-call decisions and dispatch ---------------------------------------------------
+    async def put_decisions(self, decisions: Sequence[DecisionRecord]) -> None:
+        """Append decisions (no lease needed)."""
+        ...
+
+    async def list_decisions(
+        self, thread_id: ThreadId, call_id: CallId | None = None
+    ) -> list[DecisionRecord]:
+        """Decisions of a thread (optionally of one call), oldest first."""
+        ...
+
+    async def claim_dispatch(self, record: DispatchRecord) -> bool:
+        """Record that a tool call is about to run; False if it was already claimed. Atomic."""
+        ...
+
+    async def complete_dispatch(
+        self,
+        thread_id: ThreadId,
+        call_id: CallId,
+        *,
+        status: str,
+        result: Any = None,
+        error: str | None = None,
+    ) -> None:
+        """Record a claimed call's outcome (``succeeded`` or ``failed``)."""
+        ...
+
+    async def get_dispatch(self, thread_id: ThreadId, call_id: CallId) -> DispatchRecord | None:
+        """The dispatch record of a call, with its outcome when known."""
+        ...
+

@@ -1,0 +1,113 @@
+"""Errors raised by checkpoint storage.
+
+The tree (one root for the package; ``checkpoints`` cannot import graphflow's root)::
+
+    CheckpointError                  any storage failure
+    ├── SerializationError           a value cannot be stored (names the key and type)
+    ├── CorruptCheckpointError       a stored record cannot be decoded or is missing
+    │   └── serde.DecodeError        raised by ``checkpoints.serde.loads`` before context is known
+    ├── SchemaVersionError           the store was written by a newer version of graphflow
+    ├── LeaseHeldError               another live runner holds the thread's lease
+    ├── LeaseLostError               this runner's lease was taken over or expired
+    ├── HeadConflictError            compare-and-set on the thread head failed
+    ├── ThreadNotFoundError          no such thread in the store
+    └── DispatchConflictError        a tool call was already claimed for dispatch
+"""
+
+from __future__ import annotations
+
+
+class CheckpointError(Exception):
+    """Root of every error raised by the ``checkpoints`` package."""
+
+
+class SerializationError(CheckpointError):
+    """A value cannot be stored; raised when it is written, never at load.
+
+    Attributes:
+        key: the state key (channel) or record field that held the value, when known.
+        type_name: the qualified name of the type that cannot be stored.
+    """
+
+    def __init__(self, message: str, *, key: str | None = None, type_name: str | None = None):
+        super().__init__(message)
+        self.key = key
+        self.type_name = type_name
+
+
+class CorruptCheckpointError(CheckpointError):
+    """A stored record cannot be decoded, or a record it refers to is missing.
+
+    Attributes:
+        thread_id: the thread whose record is corrupt, when known.
+        checkpoint_id: the checkpoint involved, when known.
+    """
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        thread_id: str | None = None,
+        checkpoint_id: str | None = None,
+    ):
+        super().__init__(message)
+        self.thread_id = thread_id
+        self.checkpoint_id = checkpoint_id
+
+
+class SchemaVersionError(CheckpointError):
+    """The store's schema is newer than this version of the library understands."""
+
+
+class LeaseHeldError(CheckpointError):
+    """Another live runner holds the thread's lease."""
+
+    def __init__(self, thread_id: str, owner: str | None):
+        super().__init__(
+            f"thread {thread_id!r} is being run by {owner!r}; wait for it to finish or for "
+            "its lease to expire"
+        )
+        self.thread_id = thread_id
+        self.owner = owner
+
+
+class LeaseLostError(CheckpointError):
+    """The runner no longer holds the lease it is writing under."""
+
+    def __init__(self, thread_id: str, owner: str):
+        super().__init__(
+            f"runner {owner!r} lost the lease of thread {thread_id!r}: another runner took "
+            "the thread over; this run stops without writing"
+        )
+        self.thread_id = thread_id
+        self.owner = owner
+
+
+class HeadConflictError(CheckpointError):
+    """The thread head moved since this runner read it (compare-and-set failed)."""
+
+    def __init__(self, thread_id: str, expected: str | None, actual: str | None):
+        super().__init__(
+            f"thread {thread_id!r} head is {actual!r}, expected {expected!r}: another runner "
+            "committed first"
+        )
+        self.thread_id = thread_id
+        self.expected = expected
+        self.actual = actual
+
+
+class ThreadNotFoundError(CheckpointError):
+    """No thread with this id exists in the store."""
+
+    def __init__(self, thread_id: str):
+        super().__init__(f"no thread {thread_id!r} in the store")
+        self.thread_id = thread_id
+
+
+class DispatchConflictError(CheckpointError):
+    """A tool call was already claimed for dispatch in this thread."""
+
+    def __init__(self, thread_id: str, call_id: str):
+        super().__init__(f"tool call {call_id!r} of thread {thread_id!r} was already dispatched")
+        self.thread_id = thread_id
+        self.call_id = call_id

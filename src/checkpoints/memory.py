@@ -1,0 +1,347 @@
+"""``MemoryCheckpointer``: the in-process store users test their graphs with.
+
+It keeps the same records as the durable backends and serializes every value with
+``checkpoints.serde`` when it is written, so a value that a durable store would refuse is
+refused here too, and a stored value is never aliased by the running graph.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from checkpoints import serde
+from checkpoints.errors import (
+    CorruptCheckpointError,
+    HeadConflictError,
+    LeaseHeldError,
+    LeaseLostError,
+    SerializationError,
+)
+from checkpoints.lease import lease_free
+from checkpoints.models import (
+    AnswerRecord,
+    CallId,
+    CheckpointId,
+    CheckpointRecord,
+    CommitBatch,
+    DecisionRecord,
+    DispatchRecord,
+    PauseId,
+    PauseRecord,
+    TaskId,
+    TaskRecord,
+    ThreadId,
+    ThreadInfo,
+    ThreadRecord,
+    ThreadStatus,
+    now,
+)
+
+
+def _dump(value: Any, key: str) -> bytes:
+    return serde.dumps(value, key=key)
+
+
+def _load(blob: bytes, thread_id: str, checkpoint_id: str | None, what: str) -> Any:
+    try:
+        return serde.loads(blob)
+    except CorruptCheckpointError as e:
+        raise CorruptCheckpointError(
+            f"cannot decode {what} of thread {thread_id!r} checkpoint {checkpoint_id!r}: {e}",
+            thread_id=thread_id,
+            checkpoint_id=checkpoint_id,
+        ) from e
+
+
+class MemoryCheckpointer:
+    """A ``Checkpointer`` that keeps everything in this process's memory."""
+
+    def __init__(self) -> None:
+        self._threads: dict[str, ThreadRecord] = {}
+        # (thread, ns) -> checkpoint id -> (record, frontier blob)
+        self._checkpoints: dict[tuple[str, str], dict[str, tuple[CheckpointRecord, bytes]]] = {}
+        # (thread, ns, channel, version) -> (kind, base, blob)
+        self._channels: dict[tuple[str, str, str, int], tuple[str, int | None, bytes]] = {}
+        # (thread, ns, channel, base) -> sorted list of append versions
+        self._chains: dict[tuple[str, str, str, int], list[int]] = {}
+        self._tasks: dict[tuple[str, str, str], dict[str, tuple[TaskRecord, bytes]]] = {}
+        self._memos: dict[tuple[str, str, str], dict[str, dict[str, bytes]]] = {}
+        self._pauses: dict[str, dict[str, tuple[PauseRecord, bytes]]] = {}
+        self._answers: dict[str, list[tuple[AnswerRecord, bytes]]] = {}
+        self._decisions: dict[str, list[DecisionRecord]] = {}
+        self._dispatch: dict[tuple[str, str], tuple[DispatchRecord, bytes]] = {}
+
+    async def setup(self) -> None:
+        """Nothing to create."""
+
+    async def close(self) -> None:
+        """Nothing to release; the data stays for the life of the object."""
+
+    # -- threads and leases ------------------------------------------------------------
+    async def get_thread(self, thread_id: ThreadId) -> ThreadRecord | None:
+        rec = self._threads.get(thread_id)
+        return dataclasses.replace(rec) if rec is not None else None
+
+    async def acquire_lease(
+        self, thread_id: ThreadId, owner: str, ttl: float, *, graph_name: str | None = None
+    ) -> ThreadRecord:
+        t = now()
+        rec = self._threads.get(thread_id)
+        if rec is None:
+            rec = ThreadRecord(thread_id, "running", None, graph_name=graph_name)
+            self._threads[thread_id] = rec
+        elif not lease_free(rec.lease_owner, rec.lease_expires_at, owner, t):
+            raise LeaseHeldError(thread_id, rec.lease_owner)
+        rec.lease_owner = owner
+        rec.lease_expires_at = t + ttl
+        return dataclasses.replace(rec)
+
+    async def renew_lease(self, thread_id: ThreadId, owner: str, ttl: float) -> None:
+        rec = self._threads.get(thread_id)
+        if rec is None or rec.lease_owner != owner:
+            raise LeaseLostError(thread_id, owner)
+        rec.lease_expires_at = now() + ttl
+
+    async def release_lease(self, thread_id: ThreadId, owner: str) -> None:
+        rec = self._threads.get(thread_id)
+        if rec is not None and rec.lease_owner == owner:
+            rec.lease_owner = None
+            rec.lease_expires_at = None
+
+    async def list_threads(self, status: ThreadStatus | None = None) -> list[ThreadInfo]:
+        recs = [r for r in self._threads.values() if status is None or r.status == status]
+        recs.sort(key=lambda r: (r.updated_at, r.thread_id), reverse=True)
+        return [ThreadInfo.from_record(r) for r in recs]
+
+    # -- commit ----------------------------------------------------------------------------
+    async def commit(self, thread_id: ThreadId, owner: str, batch: CommitBatch) -> None:
+        rec = self._threads.get(thread_id)
+        if rec is None or rec.lease_owner != owner:
+            raise LeaseLostError(thread_id, owner)
+        if batch.check_head and rec.head != batch.expected_head:
+            raise HeadConflictError(thread_id, batch.expected_head, rec.head)
+        ns = batch.ns
+        # Serialize everything first: a SerializationError leaves the store unchanged.
+        tasks = [(t, _dump((t.writes, t.routes), f"writes of task {t.node!r}")) for t in batch.tasks]
+        memos = [(m, _dump(m.value, f"step {m.key!r}")) for m in batch.memos]
+        chans = [(c, _dump(c.value, c.channel)) for c in batch.channels]
+        pauses = [(p, _dump(p.value, f"pause {p.id!r}")) for p in batch.pauses]
+        answers = [(a, _dump(a.value, f"answer to {a.pause_id!r}")) for a in batch.answers]
+        ckpt_blob = None
+        if batch.checkpoint is not None:
+            c = batch.checkpoint
+            ckpt_blob = _dump((c.frontier, c.metadata), "frontier")
+        # Apply.
+        for t, blob in tasks:
+            key = (thread_id, ns, t.checkpoint_id)
+            self._tasks.setdefault(key, {})[t.task_id] = (dataclasses.replace(t), blob)
+        for m, blob in memos:
+            key = (thread_id, ns, m.checkpoint_id)
+            self._memos.setdefault(key, {}).setdefault(m.task_id, {})[m.key] = blob
+        for c, blob in chans:
+            self._channels[(thread_id, ns, c.channel, c.version)] = (c.kind, c.base, blob)
+            if c.kind == "append" and c.base is not None:
+                self._chains.setdefault((thread_id, ns, c.channel, c.base), []).append(c.version)
+        for p, blob in pauses:
+            self._pauses.setdefault(thread_id, {})[p.id] = (p, blob)
+        for a, blob in answers:
+            self._answers.setdefault(thread_id, []).append((a, blob))
+        if batch.checkpoint is not None and ckpt_blob is not None:
+            ck = dataclasses.replace(batch.checkpoint, frontier=(), metadata={})
+            self._checkpoints.setdefault((thread_id, ns), {})[ck.id] = (ck, ckpt_blob)
+            if ns == "":
+                rec.head = ck.id
+        if batch.thread is not None:
+            rec.status = batch.thread.status
+            rec.pending_pause_ids = batch.thread.pending_pause_ids
+            if batch.thread.graph_name is not None:
+                rec.graph_name = batch.thread.graph_name
+        rec.updated_at = now()
+
+    # -- reads -----------------------------------------------------------------------------
+    def _revive_checkpoint(self, ck: CheckpointRecord, blob: bytes) -> CheckpointRecord:
+        frontier, metadata = _load(blob, ck.thread_id, ck.id, "checkpoint")
+        return dataclasses.replace(
+            ck,
+            frontier=tuple(frontier),
+            metadata=metadata,
+            channel_versions=dict(ck.channel_versions),
+            channel_bases=dict(ck.channel_bases),
+        )
+
+    async def get_checkpoint(
+        self, thread_id: ThreadId, ns: str = "", checkpoint_id: CheckpointId | None = None
+    ) -> CheckpointRecord | None:
+        table = self._checkpoints.get((thread_id, ns))
+        if not table:
+            return None
+        if checkpoint_id is None:
+            if ns == "":
+                rec = self._threads.get(thread_id)
+                checkpoint_id = rec.head if rec is not None else None
+            else:
+                checkpoint_id = max(table)
+            if checkpoint_id is None:
+                return None
+        found = table.get(checkpoint_id)
+        return self._revive_checkpoint(*found) if found is not None else None
+
+    async def list_checkpoints(
+        self, thread_id: ThreadId, ns: str = "", *, limit: int | None = None
+    ) -> list[CheckpointRecord]:
+        table = self._checkpoints.get((thread_id, ns), {})
+        ids = sorted(table, reverse=True)
+        if limit is not None:
+            ids = ids[:limit]
+        return [self._revive_checkpoint(*table[i]) for i in ids]
+
+    async def load_channels(
+        self,
+        thread_id: ThreadId,
+        ns: str,
+        versions: Mapping[str, int],
+        bases: Mapping[str, tuple[int, int]],
+    ) -> dict[str, Any]:
+        out: dict[str, Any] = {}
+        for channel, version in versions.items():
+            base = bases.get(channel)
+            if base is None:
+                row = self._channels.get((thread_id, ns, channel, version))
+                if row is None:
+                    raise _missing(thread_id, channel, version)
+                out[channel] = _load(row[2], thread_id, None, f"channel {channel!r}")
+                continue
+            base_v = base[0]
+            head = self._channels.get((thread_id, ns, channel, base_v))
+            value: list[Any] = []
+            if head is not None and head[0] == "set":
+                value = list(_load(head[2], thread_id, None, f"channel {channel!r}"))
+            chain = self._chains.get((thread_id, ns, channel, base_v), [])
+            count = 0
+            for v in sorted(chain):
+                if v > version:
+                    break
+                row = self._channels[(thread_id, ns, channel, v)]
+                value.extend(_load(row[2], thread_id, None, f"channel {channel!r}"))
+                count += 1
+            if count != base[1]:
+                raise _missing(thread_id, channel, version)
+            out[channel] = value
+        return out
+
+    async def load_tasks(
+        self, thread_id: ThreadId, ns: str, checkpoint_id: CheckpointId
+    ) -> dict[TaskId, TaskRecord]:
+        out: dict[TaskId, TaskRecord] = {}
+        for tid, (t, blob) in self._tasks.get((thread_id, ns, checkpoint_id), {}).items():
+            writes, routes = _load(blob, thread_id, checkpoint_id, f"task {t.node!r}")
+            out[TaskId(tid)] = dataclasses.replace(t, writes=writes, routes=routes)
+        return out
+
+    async def load_memos(
+        self, thread_id: ThreadId, ns: str, checkpoint_id: CheckpointId
+    ) -> dict[TaskId, dict[str, Any]]:
+        table = self._memos.get((thread_id, ns, checkpoint_id), {})
+        return {
+            TaskId(tid): {
+                k: _load(b, thread_id, checkpoint_id, f"step {k!r}") for k, b in memo.items()
+            }
+            for tid, memo in table.items()
+        }
+
+    # -- pauses and answers ------------------------------------------------------------
+    def _revive_pause(self, p: PauseRecord, blob: bytes) -> PauseRecord:
+        value = _load(blob, p.thread_id, p.checkpoint_id, f"pause {p.id!r}")
+        return dataclasses.replace(p, value=value)
+
+    async def get_pauses(
+        self, thread_id: ThreadId, pause_ids: Sequence[PauseId]
+    ) -> list[PauseRecord]:
+        table = self._pauses.get(thread_id, {})
+        return [self._revive_pause(*table[i]) for i in pause_ids if i in table]
+
+    async def list_pauses(self, thread_id: ThreadId) -> list[PauseRecord]:
+        table = self._pauses.get(thread_id, {})
+        recs = sorted(table.values(), key=lambda pb: pb[0].created_at)
+        return [self._revive_pause(*pb) for pb in recs]
+
+    async def put_answers(self, answers: Sequence[AnswerRecord]) -> None:
+        blobs = [(a, _dump(a.value, f"answer to {a.pause_id!r}")) for a in answers]
+        for a, blob in blobs:
+            self._answers.setdefault(a.thread_id, []).append((a, blob))
+
+    async def load_answers(
+        self, thread_id: ThreadId, pause_ids: Sequence[PauseId] | None = None
+    ) -> dict[PauseId, AnswerRecord]:
+        wanted = set(pause_ids) if pause_ids is not None else None
+        out: dict[PauseId, AnswerRecord] = {}
+        for a, blob in self._answers.get(thread_id, []):
+            if wanted is None or a.pause_id in wanted:
+                value = _load(blob, thread_id, None, f"answer to {a.pause_id!r}")
+                out[a.pause_id] = dataclasses.replace(a, value=value)
+        return out
+
+    # -- decisions and dispatch ------------------------------------------------------------
+    async def put_decisions(self, decisions: Sequence[DecisionRecord]) -> None:
+        for d in decisions:
+            self._decisions.setdefault(d.thread_id, []).append(d)
+
+    async def list_decisions(
+        self, thread_id: ThreadId, call_id: CallId | None = None
+    ) -> list[DecisionRecord]:
+        return [
+            d
+            for d in self._decisions.get(thread_id, [])
+            if call_id is None or d.call_id == call_id
+        ]
+
+    async def claim_dispatch(self, record: DispatchRecord) -> bool:
+        key = (record.thread_id, record.call_id)
+        if key in self._dispatch:
+            return False
+        self._dispatch[key] = (record, _dump(None, "result"))
+        return True
+
+    async def complete_dispatch(
+        self,
+        thread_id: ThreadId,
+        call_id: CallId,
+        *,
+        status: str,
+        result: Any = None,
+        error: str | None = None,
+    ) -> None:
+        key = (thread_id, call_id)
+        found = self._dispatch.get(key)
+        if found is None:
+            raise CorruptCheckpointError(
+                f"tool call {call_id!r} of thread {thread_id!r} was never claimed",
+                thread_id=thread_id,
+            )
+        if status not in ("succeeded", "failed"):
+            raise ValueError(f"dispatch status must be 'succeeded' or 'failed', not {status!r}")
+        blob = _dump(result, f"result of tool call {call_id!r}")
+        rec = dataclasses.replace(
+            found[0], status=status, error=error, completed_at=now()  # type: ignore[arg-type]
+        )
+        self._dispatch[key] = (rec, blob)
+
+    async def get_dispatch(self, thread_id: ThreadId, call_id: CallId) -> DispatchRecord | None:
+        found = self._dispatch.get((thread_id, call_id))
+        if found is None:
+            return None
+        rec, blob = found
+        return dataclasses.replace(rec, result=_load(blob, thread_id, None, "tool result"))
+
+
+def _missing(thread_id: str, channel: str, version: int) -> CorruptCheckpointError:
+    return CorruptCheckpointError(
+        f"thread {thread_id!r}: stored value of channel {channel!r} at version {version} is "
+        "missing",
+        thread_id=thread_id,
+    )
+
+
+__all__ = ["MemoryCheckpointer"]

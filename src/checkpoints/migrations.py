@@ -1,0 +1,270 @@
+"""Named schema migrations of the SQLite checkpoint store.
+
+The schema of a store file changes only through the migrations listed in ``MIGRATIONS``,
+applied in order. Each one is a ``(name, function)`` pair; a function gets a
+``sqlite_utils.Database`` on the open connection and must not commit: ``apply`` runs inside
+the caller's write transaction, so a file is either fully migrated or left as it was.
+
+The file records what was applied in two tables of its own:
+
+- ``_graphflow_meta`` (``key``, ``value``): ``schema_version`` is the number of migrations
+  the file has (``SCHEMA_VERSION`` of the code that last migrated it);
+- ``_graphflow_migrations`` (``name``, ``applied_at``): one row per applied migration.
+
+Rules: never edit or reorder a released migration, only append new ones; a file whose
+``schema_version`` is larger than this code's ``SCHEMA_VERSION``, or that lists a migration
+this code does not know, was written by a newer graphflow and raises ``SchemaVersionError``.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+
+from sqlite_utils import Database
+
+from checkpoints.errors import SchemaVersionError
+
+__all__ = ["MIGRATIONS", "SCHEMA_VERSION", "apply", "pending"]
+
+Migration = tuple[str, Callable[[Database], None]]
+
+
+def _initial(db: Database) -> None:
+    """Tables of DESIGN.md "Stored records".
+
+    Blobs are ``checkpoints.serde`` bytes; NULL stands for an empty or ``None`` value where
+    noted, so small records stay small. Append-only tables (answers, decisions) keep an
+    explicit ``seq`` so that "oldest first" and "latest wins" follow insertion order.
+    """
+    db.table("threads").create(
+        {
+            "thread_id": str,
+            "status": str,
+            "head": str,
+            "graph_name": str,
+            "lease_owner": str,
+            "lease_expires_at": float,
+            "pending_pause_ids": bytes,  # NULL when there are none
+            "pending_count": int,  # len(pending_pause_ids), so listing decodes nothing
+            "created_at": float,
+            "updated_at": float,
+        },
+        pk="thread_id",
+        not_null={"thread_id", "status", "pending_count", "created_at", "updated_at"},
+    )
+    # list_threads(status): newest first, straight from the index.
+    db.table("threads").create_index(["status", "updated_at", "thread_id"], "threads_by_status")
+    db.table("checkpoints").create(
+        {
+            "thread_id": str,
+            "ns": str,
+            "id": str,
+            "parent_id": str,
+            "step": int,
+            "source": str,
+            "channel_versions": bytes,
+            "channel_bases": bytes,  # NULL when empty
+            "body": bytes,  # [frontier as [id, node, has_arg, arg] lists, metadata]
+            "created_at": float,
+        },
+        pk=("thread_id", "ns", "id"),
+        not_null={
+            "thread_id",
+            "ns",
+            "id",
+            "step",
+            "source",
+            "channel_versions",
+            "body",
+            "created_at",
+        },
+    )
+    db.table("channels").create(
+        {
+            "thread_id": str,
+            "ns": str,
+            "channel": str,
+            "version": int,
+            "kind": str,
+            "base": int,  # a set row's own version, so its chain is one index range
+            "blob": bytes,
+        },
+        pk=("thread_id", "ns", "channel", "version"),
+        not_null={"thread_id", "ns", "channel", "version", "kind", "blob"},
+    )
+    # A list channel = the set row at its base + the append rows of that base, in version
+    # order: one range of this index.
+    db.table("channels").create_index(
+        ["thread_id", "ns", "channel", "base", "version"], "channels_chain"
+    )
+    db.table("tasks").create(
+        {
+            "thread_id": str,
+            "ns": str,
+            "checkpoint_id": str,
+            "task_id": str,
+            "node": str,
+            "status": str,
+            "attempts": int,
+            "started_at": float,
+            "ended_at": float,
+            "error": str,
+            "body": bytes,  # [writes, routes]; NULL when both are None
+        },
+        pk=("thread_id", "ns", "checkpoint_id", "task_id"),
+        not_null={"thread_id", "ns", "checkpoint_id", "task_id", "node", "status", "attempts"},
+    )
+    db.table("memos").create(
+        {
+            "thread_id": str,
+            "ns": str,
+            "checkpoint_id": str,
+            "task_id": str,
+            "key": str,
+            "value": bytes,
+            "created_at": float,
+        },
+        pk=("thread_id", "ns", "checkpoint_id", "task_id", "key"),
+        not_null={"thread_id", "ns", "checkpoint_id", "task_id", "key", "value", "created_at"},
+    )
+    db.table("pauses").create(
+        {
+            "thread_id": str,
+            "id": str,
+            "ns": str,
+            "checkpoint_id": str,
+            "task_id": str,
+            "node": str,
+            "kind": str,
+            "value": bytes,
+            "created_at": float,
+        },
+        pk=("thread_id", "id"),
+        not_null={
+            "thread_id",
+            "id",
+            "ns",
+            "checkpoint_id",
+            "task_id",
+            "node",
+            "kind",
+            "value",
+            "created_at",
+        },
+    )
+    db.table("answers").create(
+        {
+            "seq": int,
+            "thread_id": str,
+            "pause_id": str,
+            "value": bytes,
+            "by": str,
+            "reason": str,
+            "created_at": float,
+        },
+        pk="seq",
+        not_null={"thread_id", "pause_id", "value", "created_at"},
+    )
+    db.table("answers").create_index(["thread_id"], "answers_by_thread")
+    db.table("decisions").create(
+        {
+            "seq": int,
+            "thread_id": str,
+            "call_id": str,
+            "verdict": str,
+            "fingerprint": str,
+            "by": str,
+            "reason": str,
+            "applied": int,
+            "note": str,
+            "created_at": float,
+        },
+        pk="seq",
+        not_null={"thread_id", "call_id", "verdict", "applied", "created_at"},
+    )
+    db.table("decisions").create_index(["thread_id", "call_id"], "decisions_by_call")
+    # The primary key is the at-most-once guard of promise 4: a second claim cannot insert.
+    db.table("dispatches").create(
+        {
+            "thread_id": str,
+            "call_id": str,
+            "tool": str,
+            "fingerprint": str,
+            "owner": str,
+            "status": str,
+            "result": bytes,  # NULL when None
+            "error": str,
+            "claimed_at": float,
+            "completed_at": float,
+        },
+        pk=("thread_id", "call_id"),
+        not_null={"thread_id", "call_id", "tool", "owner", "status", "claimed_at"},
+    )
+
+
+MIGRATIONS: tuple[Migration, ...] = (("0001_initial", _initial),)
+"""Every migration, oldest first. Append only."""
+
+SCHEMA_VERSION = len(MIGRATIONS)
+"""The schema version this code writes and understands."""
+
+_META = "_graphflow_meta"
+_APPLIED = "_graphflow_migrations"
+
+
+def _stored(db: Database) -> tuple[int, set[str]]:
+    """The file's schema version and applied migration names ((0, set()) for a new file)."""
+    if not db.table(_META).exists():
+        return 0, set()
+    row = db.execute(f"SELECT value FROM {_META} WHERE key = 'schema_version'").fetchone()
+    version = int(row[0]) if row is not None else 0
+    applied = {r[0] for r in db.execute(f"SELECT name FROM {_APPLIED}")}
+    return version, applied
+
+
+def _check(version: int, applied: set[str], path: str) -> None:
+    unknown = applied - {name for name, _ in MIGRATIONS}
+    if version > SCHEMA_VERSION or unknown:
+        raise SchemaVersionError(
+            f"checkpoint store {path!r} has schema version {version} (migrations "
+            f"{sorted(unknown) or 'all known'} unknown here) but this graphflow understands "
+            f"version {SCHEMA_VERSION} at most: upgrade graphflow to open it"
+        )
+
+
+def pending(db: Database, path: str = "") -> bool:
+    """Whether the file needs migrations; reads only.
+
+    Raises:
+        SchemaVersionError: the file was written by a newer graphflow.
+    """
+    version, applied = _stored(db)
+    _check(version, applied, path)
+    return version != SCHEMA_VERSION or len(applied) != SCHEMA_VERSION
+
+
+def apply(db: Database, path: str = "") -> list[str]:
+    """Apply the missing migrations, in order; call inside a write transaction.
+
+    Reads the stored version again (another process may have migrated the file since
+    ``pending`` looked), so concurrent openers apply each migration once.
+
+    Returns:
+        The names of the migrations applied.
+
+    Raises:
+        SchemaVersionError: the file was written by a newer graphflow.
+    """
+    db.execute(f"CREATE TABLE IF NOT EXISTS {_META} (key TEXT PRIMARY KEY, value)")
+    db.execute(f"CREATE TABLE IF NOT EXISTS {_APPLIED} (name TEXT PRIMARY KEY, applied_at REAL)")
+    version, applied = _stored(db)
+    _check(version, applied, path)
+    done: list[str] = []
+    for name, migrate in MIGRATIONS:
+        if name not in applied:
+            migrate(db)
+            db.execute(f"INSERT INTO {_APPLIED} VALUES (?, ?)", (name, time.time()))
+            done.append(name)
+    db.execute(f"INSERT OR REPLACE INTO {_META} VALUES ('schema_version', ?)", (SCHEMA_VERSION,))
+    return done

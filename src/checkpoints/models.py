@@ -1,0 +1,297 @@
+"""Records that every checkpointer stores (see DESIGN.md, "Stored records").
+
+Records are plain slotted dataclasses: they are built on every step, so they must be cheap.
+Values inside them (channel values, task writes, memoized results, pause values, answers)
+are arbitrary Python data that the backend serializes with ``checkpoints.serde``.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+import time
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from typing import Any, Literal, NewType
+
+ThreadId = NewType("ThreadId", str)
+CheckpointId = NewType("CheckpointId", str)
+TaskId = NewType("TaskId", str)
+PauseId = NewType("PauseId", str)
+CallId = NewType("CallId", str)
+
+ThreadStatus = Literal["running", "paused", "done", "failed", "cancelled", "frozen"]
+"""Lifecycle of a thread.
+
+- ``running``: a run is executing it, or it crashed mid-run (``invoke(None)`` continues it).
+- ``paused``: it waits for answers to its pending pauses.
+- ``done``: its frontier is empty; a new input starts a new run on it.
+- ``failed``: a node raised; ``invoke(None)`` retries the failed task alone.
+- ``cancelled``: ended by ``cancel``; it never runs again.
+- ``frozen``: stopped by an operator; nothing runs until it is unfrozen.
+"""
+
+TaskStatus = Literal["pending", "running", "completed", "paused", "failed"]
+"""Lifecycle of a task (one node execution in one step).
+
+- ``pending``: planned, not started.  ``running``: started, outcome not committed.
+- ``completed``: its writes are committed.  ``paused``: it stopped at a pause.
+- ``failed``: it raised; its error is recorded.
+"""
+
+PauseKind = Literal["interrupt", "before", "after", "tool_confirmation"]
+"""Why a run paused: ``interrupt()`` in a node, a static gate before or after a node, or a
+tool call that needs a human's confirmation."""
+
+CheckpointSource = Literal["input", "loop", "update", "fork"]
+"""What created a checkpoint: a new input, a finished step, ``update_state``, or a fork."""
+
+ChannelWriteKind = Literal["set", "append"]
+"""``set`` stores a channel's whole value; ``append`` stores items added to a list channel."""
+
+DispatchStatus = Literal["claimed", "succeeded", "failed"]
+"""A tool call's dispatch lifecycle: claimed before it runs, then its outcome."""
+
+
+def now() -> float:
+    """Wall-clock seconds since the epoch (what records store)."""
+    return time.time()
+
+
+def to_datetime(ts: float) -> datetime:
+    """Convert a stored timestamp to an aware UTC datetime."""
+    return datetime.fromtimestamp(ts, tz=UTC)
+
+
+_id_lock = threading.Lock()
+_id_last = [0]
+_id_node = os.urandom(3).hex()
+
+
+def next_version() -> int:
+    """A process-wide strictly increasing integer (microseconds since the epoch, bumped on ties).
+
+    Channel versions use it, so versions written by two branches of a forked thread never
+    collide and a later version is always a larger number.
+    """
+    with _id_lock:
+        t = time.time_ns() // 1000
+        if t <= _id_last[0]:
+            t = _id_last[0] + 1
+        _id_last[0] = t
+    return t
+
+
+def new_checkpoint_id() -> CheckpointId:
+    """A time-ordered, unique id: sorting ids as strings sorts them by creation time."""
+    return CheckpointId(f"{next_version():014x}-{_id_node}")
+
+
+@dataclass(frozen=True, slots=True)
+class TaskSpec:
+    """One entry of a checkpoint's frontier: a node to run in the next step.
+
+    ``arg`` is the ``Send`` argument when ``has_arg`` is true (the node gets it as input).
+    """
+
+    id: TaskId
+    node: str
+    has_arg: bool = False
+    arg: Any = None
+
+
+@dataclass(slots=True)
+class CheckpointRecord:
+    """A committed step boundary of one namespace of a thread."""
+
+    id: CheckpointId
+    thread_id: ThreadId
+    ns: str
+    parent_id: CheckpointId | None
+    step: int
+    source: CheckpointSource
+    channel_versions: dict[str, int]
+    frontier: tuple[TaskSpec, ...]
+    metadata: dict[str, Any] = field(default_factory=dict)
+    created_at: float = field(default_factory=now)
+    channel_bases: dict[str, tuple[int, int]] = field(default_factory=dict)
+    """For list channels whose latest version is an ``append``: (version of the ``set`` the
+    chain of appends starts from, number of appends in the chain)."""
+
+
+@dataclass(slots=True)
+class ChannelWrite:
+    """A new version of one channel, committed with the checkpoint that introduces it."""
+
+    channel: str
+    version: int
+    kind: ChannelWriteKind
+    value: Any
+    """The whole value for ``set``; the list of appended items for ``append``."""
+    base: int | None = None
+    """For ``append``: the version of the ``set`` row the chain of appends starts from."""
+
+
+@dataclass(slots=True)
+class TaskRecord:
+    """The lifecycle and outcome of one task of one checkpoint's frontier.
+
+    ``writes`` holds the task's update as ``(channel, value)`` pairs once it completed, so that a
+    re-planned step reuses it instead of running the node again. It is ``None`` when the
+    writes were committed in the same transaction as the checkpoint that applied them.
+    """
+
+    checkpoint_id: CheckpointId
+    task_id: TaskId
+    node: str
+    status: TaskStatus
+    attempts: int = 0
+    started_at: float | None = None
+    ended_at: float | None = None
+    error: str | None = None
+    writes: list[tuple[str, Any]] | None = None
+    routes: list[Any] | None = None
+    """Where the task routes next (``Command.goto`` / conditional results), when completed."""
+
+
+@dataclass(slots=True)
+class MemoRecord:
+    """A memoized step result of a task (``ctx.step_once``): replayed, never re-run."""
+
+    checkpoint_id: CheckpointId
+    task_id: TaskId
+    key: str
+    value: Any
+    created_at: float = field(default_factory=now)
+
+
+@dataclass(frozen=True, slots=True)
+class PauseRecord:
+    """A pause a run stopped at; append-only."""
+
+    id: PauseId
+    thread_id: ThreadId
+    ns: str
+    checkpoint_id: CheckpointId
+    task_id: TaskId
+    node: str
+    kind: PauseKind
+    value: Any
+    created_at: float = field(default_factory=now)
+
+
+@dataclass(frozen=True, slots=True)
+class AnswerRecord:
+    """An answer to a pause (``resume=``, a gate release); append-only, latest wins."""
+
+    pause_id: PauseId
+    thread_id: ThreadId
+    value: Any
+    by: str | None = None
+    reason: str | None = None
+    created_at: float = field(default_factory=now)
+
+
+@dataclass(frozen=True, slots=True)
+class DecisionRecord:
+    """A human's decision on a tool call, keyed by function call id; append-only.
+
+    ``applied`` is false when the decision was recorded but ignored (for example because its
+    fingerprint did not match the proposed call); ``note`` says why.
+    """
+
+    thread_id: ThreadId
+    call_id: CallId
+    verdict: Literal["approve", "deny"]
+    fingerprint: str | None = None
+    by: str | None = None
+    reason: str | None = None
+    applied: bool = True
+    note: str | None = None
+    created_at: float = field(default_factory=now)
+
+
+@dataclass(frozen=True, slots=True)
+class DispatchRecord:
+    """The claim, and later the outcome, of executing one approved tool call."""
+
+    thread_id: ThreadId
+    call_id: CallId
+    tool: str
+    fingerprint: str | None
+    owner: str
+    status: DispatchStatus = "claimed"
+    result: Any = None
+    error: str | None = None
+    claimed_at: float = field(default_factory=now)
+    completed_at: float | None = None
+
+
+@dataclass(slots=True)
+class ThreadRecord:
+    """A thread's row: status, head checkpoint and lease."""
+
+    thread_id: ThreadId
+    status: ThreadStatus
+    head: CheckpointId | None
+    graph_name: str | None = None
+    lease_owner: str | None = None
+    lease_expires_at: float | None = None
+    pending_pause_ids: tuple[PauseId, ...] = ()
+    created_at: float = field(default_factory=now)
+    updated_at: float = field(default_factory=now)
+
+
+@dataclass(frozen=True, slots=True)
+class ThreadInfo:
+    """What ``list_threads`` reports of a thread."""
+
+    thread_id: str
+    status: ThreadStatus
+    updated_at: datetime
+    pending_pauses: int
+    graph_name: str | None = None
+    head_checkpoint_id: str | None = None
+    created_at: datetime | None = None
+
+    @classmethod
+    def from_record(cls, rec: ThreadRecord) -> ThreadInfo:
+        """Build the public view of a stored thread row."""
+        return cls(
+            thread_id=rec.thread_id,
+            status=rec.status,
+            updated_at=to_datetime(rec.updated_at),
+            pending_pauses=len(rec.pending_pause_ids),
+            graph_name=rec.graph_name,
+            head_checkpoint_id=rec.head,
+            created_at=to_datetime(rec.created_at),
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class ThreadUpdate:
+    """Changes to the thread row made atomically with a commit."""
+
+    status: ThreadStatus
+    pending_pause_ids: tuple[PauseId, ...] = ()
+    graph_name: str | None = None
+
+
+@dataclass(slots=True)
+class CommitBatch:
+    """Everything one transaction writes; a backend commits all of it or none of it.
+
+    When ``checkpoint`` is set it becomes the head of its namespace; for the root namespace
+    the thread head is compared with ``expected_head`` first (compare-and-set).
+    """
+
+    ns: str = ""
+    tasks: list[TaskRecord] = field(default_factory=list)
+    memos: list[MemoRecord] = field(default_factory=list)
+    checkpoint: CheckpointRecord | None = None
+    channels: list[ChannelWrite] = field(default_factory=list)
+    pauses: list[PauseRecord] = field(default_factory=list)
+    answers: list[AnswerRecord] = field(default_factory=list)
+    thread: ThreadUpdate | None = None
+    expected_head: CheckpointId | None = None
+    check_head: bool = False

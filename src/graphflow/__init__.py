@@ -1,0 +1,70 @@
+"""graphflow: a durable graph workflow engine with checkpointed interrupts."""
+
+from checkpoints import serde as _serde
+from graphflow.builder import RetryPolicy, StateGraph
+from graphflow.compiled import CompiledGraph
+from graphflow.engine.context import NodeContext, interrupt
+from graphflow.errors import (
+    AmbiguousResumeError,
+    GraphflowError,
+    GraphValidationError,
+    InvalidArgumentError,
+    InvalidRouteError,
+    InvalidUpdateError,
+    NodeError,
+    NothingToResumeError,
+    RecursionLimitError,
+    ThreadBusyError,
+    ThreadCancelledError,
+    ThreadNotFoundError,
+    ThreadPausedError,
+    UnknownPauseError,
+)
+from graphflow.types import (
+    END,
+    START,
+    Command,
+    Event,
+    Pause,
+    RunResult,
+    Send,
+    StateSnapshot,
+    TaskInfo,
+    ToolConfirmationPause,
+    ToolConfirmationRequest,
+)
+
+_serde.register(Send, name="graphflow.Send")
+
+__all__ = [
+    "END",
+    "START",
+    "AmbiguousResumeError",
+    "Command",
+    "CompiledGraph",
+    "Event",
+    "GraphValidationError",
+    "GraphflowError",
+    "InvalidArgumentError",
+    "InvalidRouteError",
+    "InvalidUpdateError",
+    "NodeContext",
+    "NodeError",
+    "NothingToResumeError",
+    "Pause",
+    "RecursionLimitError",
+    "RetryPolicy",
+    "RunResult",
+    "Send",
+    "StateGraph",
+    "StateSnapshot",
+    "TaskInfo",
+    "ThreadBusyError",
+    "ThreadCancelledError",
+    "ThreadNotFoundError",
+    "ThreadPausedError",
+    "ToolConfirmationPause",
+    "ToolConfirmationRequest",
+    "UnknownPauseError",
+    "interrupt",
+]

@@ -1,0 +1,213 @@
+"""``StateGraph``: the builder users declare nodes and edges with."""
+
+from __future__ import annotations
+
+import inspect
+from collections.abc import Callable, Hashable, Sequence
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from graphflow.errors import GraphValidationError
+from graphflow.state import StateSchema
+from graphflow.types import END, START
+
+if TYPE_CHECKING:
+    from checkpoints import Checkpointer
+    from graphflow.compiled import CompiledGraph
+
+
+@dataclass(frozen=True, slots=True)
+class RetryPolicy:
+    """Retry a failing node in the same run: ``max_attempts`` in all, waiting ``backoff`` s."""
+
+    max_attempts: int = 3
+    backoff: float = 0.0
+    retry_on: tuple[type[BaseException], ...] = (Exception,)
+
+
+@dataclass(slots=True)
+class NodeSpec:
+    """A node as declared: its callable and how to call it."""
+
+    name: str
+    fn: Any
+    takes_ctx: bool
+    is_async: bool
+    destinations: tuple[str, ...] | None = None
+    retry: RetryPolicy | None = None
+    subgraph: Any = None
+
+
+@dataclass(slots=True)
+class Branch:
+    """A conditional edge: ``router(state)`` picks targets, optionally through ``path_map``."""
+
+    source: str
+    router: Callable[..., Any]
+    path_map: dict[Hashable, str] | None
+    targets: tuple[str, ...] | None
+    """Every possible target when known from the path map; None: any node."""
+    is_async: bool = False
+
+
+@dataclass(slots=True)
+class Edges:
+    """All edges of a graph."""
+
+    static: dict[str, list[str]] = field(default_factory=dict)
+    joins: list[tuple[tuple[str, ...], str]] = field(default_factory=list)
+    branches: dict[str, list[Branch]] = field(default_factory=dict)
+
+
+def _takes_ctx(fn: Callable[..., Any]) -> bool:
+    try:
+        sig = inspect.signature(fn)
+    except (TypeError, ValueError):
+        return False
+    params = [
+        p
+        for p in sig.parameters.values()
+        if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD) and p.default is p.empty
+    ]
+    if len(params) >= 2:
+        return True
+    return any(p.name in ("ctx", "context") for p in sig.parameters.values())
+
+
+def _is_async(fn: Callable[..., Any]) -> bool:
+    if inspect.iscoroutinefunction(fn):
+        return True
+    call = getattr(fn, "__call__", None)  # noqa: B004
+    return call is not None and inspect.iscoroutinefunction(call)
+
+
+class StateGraph:
+    """Declare a graph of nodes over a typed state; ``compile()`` makes it runnable.
+
+    Every method returns the builder, so calls chain.
+    """
+
+    def __init__(self, state_schema: type[Any]):
+        self.schema = StateSchema(state_schema)
+        self.nodes: dict[str, NodeSpec] = {}
+        self.edges = Edges()
+        self._errors: list[tuple[str, tuple[str, ...]]] = []
+
+    # -- nodes ----------------------------------------------------------------------------
+    def add_node(
+        self,
+        name: str | Callable[..., Any] | Any,
+        fn: Callable[..., Any] | Any = None,
+        *,
+        destinations: Sequence[str] | None = None,
+        retry: RetryPolicy | None = None,
+    ) -> StateGraph:
+        """Add a node: ``add_node("name", fn)``, ``add_node(fn)`` or ``add_node(agent_node)``.
+
+        ``fn`` is called as ``fn(state)`` or ``fn(state, ctx)``; it may be async. A compiled
+        graph may be given as ``fn`` to nest it as a subgraph.
+        """
+        if fn is None:
+            fn = name
+            name = getattr(fn, "name", None) or getattr(fn, "__name__", None)
+            if not isinstance(name, str):
+                raise GraphValidationError(
+                    f"cannot infer a node name from {fn!r}; use add_node('name', fn)"
+                )
+        if not isinstance(name, str):
+            raise GraphValidationError(f"node name must be a string, not {name!r}")
+        if name in self.nodes:
+            self._errors.append((f"duplicate node name {name!r}", (name,)))
+            return self
+        if name in (START, END) or "." in name or ":" in name or not name:
+            self._errors.append(
+                (
+                    f"reserved node name {name!r}: START, END, the empty name and names "
+                    "containing '.' or ':' are reserved",
+                    (name,),
+                )
+            )
+            return self
+        from graphflow.compiled import CompiledGraph
+
+        subgraph = fn if isinstance(fn, CompiledGraph) else None
+        target = getattr(fn, "node_callable", None)
+        call = target() if callable(target) else fn
+        if not callable(call):
+            raise GraphValidationError(f"node {name!r}: {fn!r} is not callable", (name,))
+        self.nodes[name] = NodeSpec(
+            name=name,
+            fn=call,
+            takes_ctx=subgraph is not None or _takes_ctx(call),
+            is_async=subgraph is not None or _is_async(call),
+            destinations=tuple(destinations) if destinations is not None else None,
+            retry=retry,
+            subgraph=subgraph,
+        )
+        return self
+
+    # -- edges ----------------------------------------------------------------------------
+    def add_edge(self, source: str | Sequence[str], target: str) -> StateGraph:
+        """Add an edge; a list of sources makes a join that waits for all of them."""
+        if isinstance(source, str):
+            self.edges.static.setdefault(source, []).append(target)
+        else:
+            sources = tuple(source)
+            if len(sources) == 1:
+                return self.add_edge(sources[0], target)
+            self.edges.joins.append((sources, target))
+        return self
+
+    def add_conditional_edges(
+        self,
+        source: str,
+        router: Callable[..., Any],
+        path_map: dict[Hashable, str] | Sequence[str] | None = None,
+    ) -> StateGraph:
+        """Route from ``source`` by ``router(state)``: a name, names, ``Send``s or ``END``.
+
+        ``path_map`` maps router results to nodes (a dict), or lists the possible targets.
+        """
+        pm: dict[Hashable, str] | None = None
+        targets: tuple[str, ...] | None = None
+        if isinstance(path_map, dict):
+            pm = dict(path_map)
+            targets = tuple(dict.fromkeys(pm.values()))
+        elif path_map is not None:
+            targets = tuple(path_map)
+        self.edges.branches.setdefault(source, []).append(
+            Branch(source, router, pm, targets, _is_async(router))
+        )
+        return self
+
+    def set_entry_point(self, node: str) -> StateGraph:
+        """Same as ``add_edge(START, node)``."""
+        return self.add_edge(START, node)
+
+    def set_finish_point(self, node: str) -> StateGraph:
+        """Same as ``add_edge(node, END)``."""
+        return self.add_edge(node, END)
+
+    # -- compile --------------------------------------------------------------------------
+    def compile(
+        self,
+        checkpointer: Checkpointer | None = None,
+        interrupt_before: Sequence[str] = (),
+        interrupt_after: Sequence[str] = (),
+        name: str | None = None,
+        *,
+        lease_ttl: float = 30.0,
+    ) -> CompiledGraph:
+        """Validate the graph (``GraphValidationError``) and return a runnable graph."""
+        from graphflow.compiled import CompiledGraph
+        from graphflow.validate import validate
+
+        validate(self, interrupt_before, interrupt_after, checkpointer)
+        return CompiledGraph(
+            self,
+            checkpointer=checkpointer,
+            interrupt_before=frozenset(interrupt_before),
+            interrupt_after=frozenset(interrupt_after),
+            name=name,
+            lease_ttl=lease_ttl,
+        )

@@ -1,0 +1,482 @@
+"""``CompiledGraph``: the runnable graph and its public API (API.md, "Running" on)."""
+
+from __future__ import annotations
+
+import math
+import uuid
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator, Mapping, Sequence
+from typing import TYPE_CHECKING, Any
+
+import anyio
+
+from checkpoints.errors import LeaseHeldError
+from checkpoints.lease import new_owner
+from checkpoints.models import (
+    AnswerRecord,
+    CheckpointId,
+    CheckpointRecord,
+    CommitBatch,
+    PauseId,
+    PauseRecord,
+    ThreadId,
+    ThreadInfo,
+    ThreadStatus,
+    ThreadUpdate,
+    new_checkpoint_id,
+    next_version,
+    now,
+    to_datetime,
+)
+from graphflow import _sync
+from graphflow.engine import plan
+from graphflow.engine.apply import apply_writes
+from graphflow.engine.loop import UNSET, Run, pause_from_record
+from graphflow.errors import (
+    InvalidArgumentError,
+    NothingToResumeError,
+    ThreadBusyError,
+    ThreadNotFoundError,
+    UnknownPauseError,
+)
+from graphflow.types import Event, Pause, RunResult, StateSnapshot, TaskInfo
+
+if TYPE_CHECKING:
+    from checkpoints import Checkpointer
+    from graphflow.builder import StateGraph
+
+DecisionHook = Callable[[Run, Sequence[PauseRecord]], Awaitable[dict[str, Any]]]
+
+
+class CompiledGraph:
+    """A validated graph, ready to run. Build it with ``StateGraph.compile()``."""
+
+    decision_hook: DecisionHook | None = None
+    """How ``decisions=`` answer tool-confirmation pauses (set by ``graphflow.agents``)."""
+
+    def __init__(
+        self,
+        builder: StateGraph,
+        *,
+        checkpointer: Checkpointer | None,
+        interrupt_before: frozenset[str],
+        interrupt_after: frozenset[str],
+        name: str | None,
+        lease_ttl: float,
+    ):
+        self.builder = builder
+        self.schema = builder.schema
+        self.nodes = dict(builder.nodes)
+        self.edges = builder.edges
+        self.checkpointer = checkpointer
+        self.interrupt_before = interrupt_before
+        self.interrupt_after = interrupt_after
+        self.name = name
+        self.lease_ttl = lease_ttl
+        self.path_prefix = ""
+        self._setup_done = False
+
+    async def _ensure_setup(self) -> None:
+        if not self._setup_done and self.checkpointer is not None:
+            await self.checkpointer.setup()
+            self._setup_done = True
+
+    def _store(self) -> Checkpointer:
+        if self.checkpointer is None:
+            raise InvalidArgumentError(
+                "this graph has no checkpointer: compile(checkpointer=...) to keep threads"
+            )
+        return self.checkpointer
+
+    def _thread_id(self, thread_id: str | None) -> str:
+        if thread_id is None:
+            if self.checkpointer is not None:
+                raise InvalidArgumentError("thread_id is required when a checkpointer is set")
+            return f"run-{uuid.uuid4().hex}"
+        if not isinstance(thread_id, str) or not thread_id:
+            raise InvalidArgumentError(f"thread_id must be a non-empty string, not {thread_id!r}")
+        return thread_id
+
+    # -- running ------------------------------------------------------------------------------
+    async def ainvoke(
+        self,
+        input: Any,
+        *,
+        thread_id: str | None = None,
+        decisions: Mapping[str, Any] | None = None,
+        resume: Any = UNSET,
+        checkpoint_id: str | None = None,
+        principal: Any = None,
+        recursion_limit: int = 100,
+    ) -> RunResult:
+        """Run the graph until it finishes or pauses (see API.md, "Running")."""
+        run = Run(
+            self, thread_id=self._thread_id(thread_id), principal=principal,
+            decisions=decisions, recursion_limit=recursion_limit,
+        )
+        return await run.execute(input, resume=resume, checkpoint_id=checkpoint_id)
+
+    def invoke(
+        self,
+        input: Any,
+        *,
+        thread_id: str | None = None,
+        decisions: Mapping[str, Any] | None = None,
+        resume: Any = UNSET,
+        checkpoint_id: str | None = None,
+        principal: Any = None,
+        recursion_limit: int = 100,
+    ) -> RunResult:
+        """Sync ``ainvoke``; raises ``RuntimeError`` inside a running event loop."""
+
+        async def go() -> RunResult:
+            return await self.ainvoke(
+                input, thread_id=thread_id, decisions=decisions, resume=resume,
+                checkpoint_id=checkpoint_id, principal=principal, recursion_limit=recursion_limit,
+            )
+
+        return _sync.run_sync("invoke", go)
+
+    async def astream(
+        self,
+        input: Any,
+        *,
+        thread_id: str | None = None,
+        mode: str = "values",
+        decisions: Mapping[str, Any] | None = None,
+        resume: Any = UNSET,
+        checkpoint_id: str | None = None,
+        principal: Any = None,
+        recursion_limit: int = 100,
+    ) -> AsyncIterator[Event]:
+        """Run the graph and yield events as they happen (see API.md, "Events")."""
+        if mode not in ("values", "updates", "debug"):
+            raise InvalidArgumentError(f"stream mode must be values, updates or debug, not {mode!r}")
+        send, recv = anyio.create_memory_object_stream[Event](math.inf)
+        run = Run(
+            self, thread_id=self._thread_id(thread_id), principal=principal,
+            decisions=decisions, recursion_limit=recursion_limit, sink=send, mode=mode,
+        )
+        failure: list[BaseException] = []
+
+        async def produce() -> None:
+            async with send:
+                try:
+                    await run.execute(input, resume=resume, checkpoint_id=checkpoint_id)
+                except Exception as e:
+                    failure.append(e)
+
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(produce)
+            async with recv:
+                async for ev in recv:
+                    yield ev
+        if failure:
+            raise failure[0]
+
+    def stream(
+        self,
+        input: Any,
+        *,
+        thread_id: str | None = None,
+        mode: str = "values",
+        decisions: Mapping[str, Any] | None = None,
+        resume: Any = UNSET,
+        checkpoint_id: str | None = None,
+        principal: Any = None,
+        recursion_limit: int = 100,
+    ) -> Iterator[Event]:
+        """Sync ``astream``."""
+        return _sync.iterate_sync(
+            "stream",
+            lambda: self.astream(
+                input, thread_id=thread_id, mode=mode, decisions=decisions, resume=resume,
+                checkpoint_id=checkpoint_id, principal=principal, recursion_limit=recursion_limit,
+            ),
+        )
+
+    # -- pauses and threads ---------------------------------------------------------------------
+    async def apending_pauses(self, thread_id: str) -> list[Pause]:
+        """The pauses a thread waits on (empty when it is not paused)."""
+        store = self._store()
+        await self._ensure_setup()
+        th = await store.get_thread(ThreadId(thread_id))
+        if th is None:
+            raise ThreadNotFoundError(thread_id)
+        recs = await store.get_pauses(th.thread_id, list(th.pending_pause_ids))
+        return [pause_from_record(r) for r in recs]
+
+    def pending_pauses(self, thread_id: str) -> list[Pause]:
+        """Sync ``apending_pauses``."""
+        return _sync.run_sync("pending_pauses", self.apending_pauses, thread_id)
+
+    async def alist_threads(self, status: ThreadStatus | None = None) -> list[ThreadInfo]:
+        """Threads in the store, optionally of one status, from an index."""
+        await self._ensure_setup()
+        return await self._store().list_threads(status)
+
+    def list_threads(self, status: ThreadStatus | None = None) -> list[ThreadInfo]:
+        """Sync ``alist_threads``."""
+        return _sync.run_sync("list_threads", self.alist_threads, status)
+
+    async def asubmit(
+        self,
+        thread_id: str,
+        *,
+        decisions: Mapping[str, Any] | None = None,
+        resume: Any = UNSET,
+        by: str | None = None,
+        reason: str | None = None,
+    ) -> None:
+        """Record answers durably without running; the next run of the thread applies them."""
+        store = self._store()
+        await self._ensure_setup()
+        th = await store.get_thread(ThreadId(thread_id))
+        if th is None:
+            raise ThreadNotFoundError(thread_id)
+        pending = list(th.pending_pause_ids)
+        if not pending:
+            raise NothingToResumeError(thread_id)
+        if resume is not UNSET:
+            if isinstance(resume, Mapping) and all(isinstance(k, str) for k in resume) and all(
+                k in pending for k in resume
+            ) and resume:
+                items = list(resume.items())
+            elif isinstance(resume, Mapping) and any(k in pending for k in resume):
+                unknown = [k for k in resume if k not in pending]
+                raise UnknownPauseError(thread_id, unknown, pending)
+            else:
+                if len(pending) != 1:
+                    from graphflow.errors import AmbiguousResumeError
+
+                    raise AmbiguousResumeError(thread_id, pending)
+                items = [(pending[0], resume)]
+            await store.put_answers(
+                [AnswerRecord(PauseId(k), ThreadId(thread_id), v, by, reason) for k, v in items]
+            )
+        if decisions:
+            submit = self.decision_submit
+            if submit is None:
+                raise InvalidArgumentError(
+                    "decisions= need graphflow.agents (import it to answer tool calls)"
+                )
+            await submit(self, ThreadId(thread_id), decisions, by, reason)
+
+    decision_submit: Callable[..., Awaitable[None]] | None = None
+
+    def submit(
+        self,
+        thread_id: str,
+        *,
+        decisions: Mapping[str, Any] | None = None,
+        resume: Any = UNSET,
+        by: str | None = None,
+        reason: str | None = None,
+    ) -> None:
+        """Sync ``asubmit``."""
+
+        async def go() -> None:
+            await self.asubmit(thread_id, decisions=decisions, resume=resume, by=by, reason=reason)
+
+        _sync.run_sync("submit", go)
+
+    async def acancel(self, thread_id: str, *, reason: str, by: str | None = None) -> None:
+        """End a thread: it runs nothing more; the reason and actor are recorded."""
+        store = self._store()
+        await self._ensure_setup()
+        th = await store.get_thread(ThreadId(thread_id))
+        if th is None or th.head is None:
+            raise ThreadNotFoundError(thread_id)
+        head = await store.get_checkpoint(th.thread_id, "", th.head)
+        assert head is not None
+        ck = CheckpointRecord(
+            new_checkpoint_id(), th.thread_id, "", head.id, head.step, "update",
+            dict(head.channel_versions), (),
+            {"cancelled": {"reason": reason, "by": by, "pauses": list(th.pending_pause_ids)}},
+            now(), dict(head.channel_bases),
+        )
+        await self._leased(
+            th.thread_id,
+            CommitBatch(checkpoint=ck, thread=ThreadUpdate("cancelled", ()),
+                        expected_head=th.head, check_head=True),
+        )
+
+    def cancel(self, thread_id: str, *, reason: str, by: str | None = None) -> None:
+        """Sync ``acancel``."""
+
+        async def go() -> None:
+            await self.acancel(thread_id, reason=reason, by=by)
+
+        _sync.run_sync("cancel", go)
+
+    async def _leased(self, thread_id: ThreadId, batch: CommitBatch) -> None:
+        store = self._store()
+        owner = new_owner()
+        try:
+            await store.acquire_lease(thread_id, owner, self.lease_ttl, graph_name=self.name)
+        except LeaseHeldError as e:
+            raise ThreadBusyError(thread_id, e.owner) from e
+        try:
+            await store.commit(thread_id, owner, batch)
+        finally:
+            await store.release_lease(thread_id, owner)
+
+    # -- state and history ----------------------------------------------------------------------
+    async def _snapshot(
+        self, thread_id: ThreadId, ck: CheckpointRecord, pending_ids: Sequence[str]
+    ) -> StateSnapshot:
+        store = self._store()
+        vals = await store.load_channels(thread_id, ck.ns, ck.channel_versions, ck.channel_bases)
+        vals = {k: v for k, v in vals.items() if not k.startswith(plan.JOIN_PREFIX)}
+        records = await store.load_tasks(thread_id, ck.ns, ck.id)
+        pauses = [pause_from_record(p) for p in await store.get_pauses(thread_id, list(pending_ids))]
+        pauses = [p for p in pauses if p.checkpoint_id == ck.id]
+        tasks = []
+        for spec in ck.frontier:
+            rec = records.get(spec.id)
+            tp = tuple(p for p in pauses if p.id.startswith(f"{spec.id}:"))
+            tasks.append(
+                TaskInfo(
+                    spec.id, spec.node,
+                    "paused" if tp else (rec.status if rec is not None else "pending"),
+                    rec.attempts if rec else 0, rec.error if rec else None, tp,
+                )
+            )
+        return StateSnapshot(
+            values=self.schema.view(vals),
+            next=tuple(t.node for t in ck.frontier),
+            tasks=tuple(tasks),
+            pauses=tuple(pauses),
+            step=ck.step,
+            checkpoint_id=ck.id,
+            parent_checkpoint_id=ck.parent_id,
+            created_at=to_datetime(ck.created_at),
+            metadata=dict(ck.metadata),
+        )
+
+    async def aget_state(
+        self, thread_id: str, *, checkpoint_id: str | None = None, subgraphs: bool = False
+    ) -> StateSnapshot | None:
+        """The thread's state at its head (or ``checkpoint_id``); None for an unknown thread."""
+        store = self._store()
+        await self._ensure_setup()
+        th = await store.get_thread(ThreadId(thread_id))
+        if th is None or th.head is None:
+            return None
+        ck = await store.get_checkpoint(th.thread_id, "", CheckpointId(checkpoint_id or th.head))
+        if ck is None:
+            raise InvalidArgumentError(f"thread {thread_id!r} has no checkpoint {checkpoint_id!r}")
+        return await self._snapshot(th.thread_id, ck, th.pending_pause_ids)
+
+    def get_state(
+        self, thread_id: str, *, checkpoint_id: str | None = None, subgraphs: bool = False
+    ) -> StateSnapshot | None:
+        """Sync ``aget_state``."""
+
+        async def go() -> StateSnapshot | None:
+            return await self.aget_state(thread_id, checkpoint_id=checkpoint_id, subgraphs=subgraphs)
+
+        return _sync.run_sync("get_state", go)
+
+    async def aget_state_history(
+        self, thread_id: str, *, limit: int | None = None
+    ) -> list[StateSnapshot]:
+        """Snapshots of every checkpoint of the thread, newest first."""
+        store = self._store()
+        await self._ensure_setup()
+        th = await store.get_thread(ThreadId(thread_id))
+        if th is None:
+            return []
+        cks = await store.list_checkpoints(th.thread_id, "", limit=limit)
+        return [await self._snapshot(th.thread_id, ck, th.pending_pause_ids) for ck in cks]
+
+    def get_state_history(self, thread_id: str, *, limit: int | None = None) -> list[StateSnapshot]:
+        """Sync ``aget_state_history``."""
+
+        async def go() -> list[StateSnapshot]:
+            return await self.aget_state_history(thread_id, limit=limit)
+
+        return _sync.run_sync("get_state_history", go)
+
+    async def aupdate_state(
+        self, thread_id: str, values: Mapping[str, Any], *, as_node: str | None = None
+    ) -> str:
+        """Write ``values`` through the reducers as a new checkpoint; return its id.
+
+        With ``as_node`` the update counts as that node's output and the next step follows
+        its edges; otherwise the frontier is kept (planned anew, so tasks of the old frontier
+        run again and pending pauses are dropped).
+        """
+        store = self._store()
+        await self._ensure_setup()
+        tid = ThreadId(thread_id)
+        if as_node is not None and as_node not in self.nodes:
+            raise InvalidArgumentError(f"as_node {as_node!r} is not a node of this graph")
+        self.schema.check_keys(values, as_node or "update_state")
+        owner = new_owner()
+        try:
+            th = await store.acquire_lease(tid, owner, self.lease_ttl, graph_name=self.name)
+        except LeaseHeldError as e:
+            raise ThreadBusyError(thread_id, e.owner) from e
+        try:
+            head = await store.get_checkpoint(tid, "", th.head) if th.head else None
+            run = Run(self, thread_id=thread_id)
+            if head is not None:
+                await run._load_values(head)
+                versions, bases = head.channel_versions, head.channel_bases
+            else:
+                run.values = self.schema.initial()
+                versions, bases = {}, {}
+            version = next_version()
+            prior = {**run.values, **run.joins}
+            applied = apply_writes(
+                self.schema, prior, versions, bases, [(as_node or "update_state", values.items())],
+                version,
+            )
+            writes = list(applied.writes)
+            for k in sorted(set(applied.values) - set(applied.versions)):
+                writes.append(plan_set(k, version, applied.values[k]))
+                applied.versions[k] = version
+            run.values = {k: v for k, v in applied.values.items() if not k.startswith(plan.JOIN_PREFIX)}
+            ck_id = new_checkpoint_id()
+            if as_node is not None:
+                targets = await run._route_from(as_node, None)
+            else:
+                targets = [t.node if not t.has_arg else plan.Send(t.node, t.arg)
+                           for t in (head.frontier if head else ())]
+            frontier = plan.make_frontier(ck_id, "", targets)
+            ck = CheckpointRecord(
+                ck_id, tid, "", head.id if head else None, head.step + 1 if head else -1,
+                "update", applied.versions, frontier, {"as_node": as_node}, now(), applied.bases,
+            )
+            await store.commit(tid, owner, CommitBatch(
+                checkpoint=ck, channels=writes,
+                thread=ThreadUpdate("running" if frontier else "done", (), self.name),
+                expected_head=th.head, check_head=True,
+            ))
+            return ck_id
+        finally:
+            await store.release_lease(tid, owner)
+
+    def update_state(
+        self, thread_id: str, values: Mapping[str, Any], *, as_node: str | None = None
+    ) -> str:
+        """Sync ``aupdate_state``."""
+
+        async def go() -> str:
+            return await self.aupdate_state(thread_id, values, as_node=as_node)
+
+        return _sync.run_sync("update_state", go)
+
+    # -- drawing --------------------------------------------------------------------------------
+    def draw_mermaid(self) -> str:
+        """A Mermaid flowchart of the graph."""
+        from graphflow.drawing import draw_mermaid
+
+        return draw_mermaid(self.builder)
+
+
+def plan_set(key: str, version: int, value: Any) -> Any:
+    """A whole-value channel write."""
+    from checkpoints.models import ChannelWrite
+
+    return ChannelWrite(key, version, "set", value)

@@ -1,0 +1,35 @@
+"""Mermaid drawing of a graph (uses the same networkx view as validation)."""
+
+from __future__ import annotations
+
+import re
+from typing import TYPE_CHECKING
+
+from graphflow.types import END, START
+from graphflow.validate import to_networkx
+
+if TYPE_CHECKING:
+    from graphflow.builder import StateGraph
+
+_ARROWS = {"edge": "-->", "join": "==>", "conditional": "-.->", "command": "-.->"}
+
+
+def _ident(name: str) -> str:
+    if name == START:
+        return "__start__"
+    if name == END:
+        return "__end__"
+    return re.sub(r"[^0-9A-Za-z_]", "_", name)
+
+
+def draw_mermaid(builder: StateGraph) -> str:
+    """A ``flowchart TD`` of the graph: solid edges, thick joins, dotted conditional edges."""
+    g = to_networkx(builder)
+    lines = ["flowchart TD"]
+    lines.append(f"    {_ident(START)}([START])")
+    for name in builder.nodes:
+        lines.append(f'    {_ident(name)}["{name}"]')
+    lines.append(f"    {_ident(END)}([END])")
+    for src, dst, data in sorted(g.edges(data=True), key=lambda e: (e[0], e[1])):
+        lines.append(f"    {_ident(src)} {_ARROWS[data['kind']]} {_ident(dst)}")
+    return "\n".join(lines) + "\n"

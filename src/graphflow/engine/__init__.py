@@ -1,0 +1,1 @@
+"""The superstep executor: plan (pure), run tasks, apply writes (pure), commit."""

@@ -1,0 +1,159 @@
+"""``NodeContext``: what a running node can see and do, and the pause signal."""
+
+from __future__ import annotations
+
+import contextvars
+import inspect
+from collections.abc import Awaitable, Callable, Mapping
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+import anyio
+
+from graphflow.errors import GraphflowError
+
+if TYPE_CHECKING:
+    from graphflow.engine.loop import Run
+
+
+@dataclass(frozen=True, slots=True)
+class PauseRequest:
+    """A pause a node asks for: its stable key within the task, kind and value."""
+
+    key: str
+    kind: str
+    value: Any
+
+
+class PauseSignal(BaseException):  # noqa: N818 - a control-flow signal, not an error
+    """Raised inside a node to stop it at pauses; the engine catches it.
+
+    It derives from ``BaseException`` so that a node's ``except Exception`` does not swallow it.
+    """
+
+    def __init__(self, pauses: list[PauseRequest]):
+        super().__init__(pauses)
+        self.pauses = pauses
+
+
+_current: contextvars.ContextVar[NodeContext] = contextvars.ContextVar("graphflow_node_ctx")
+
+
+class NodeContext:
+    """The context of one task: ids, the principal, interrupts, memoized steps and events."""
+
+    def __init__(
+        self,
+        run: Run,
+        *,
+        task_id: str,
+        node: str,
+        step: int,
+        answers: Mapping[str, Any],
+        memos: dict[str, Any],
+        attempt: int,
+    ):
+        self._run = run
+        self.task_id = task_id
+        self.node = node
+        self.step = step
+        self.attempt = attempt
+        self._answers = answers
+        self._memos = memos
+        self._interrupts = 0
+        self._step_counts: dict[str, int] = {}
+
+    @property
+    def thread_id(self) -> str:
+        """The thread this run belongs to."""
+        return self._run.thread_id
+
+    @property
+    def principal(self) -> Any:
+        """Who started or resumed the run (``principal=`` of invoke), or None."""
+        return self._run.principal
+
+    @property
+    def decisions(self) -> Mapping[str, Any]:
+        """Decisions given to this run, by function call id (for tool-confirmation nodes)."""
+        return self._run.decisions
+
+    def answer(self, key: str) -> tuple[bool, Any]:
+        """Whether the pause with this key (within the task) has an answer, and the answer."""
+        pid = self._run.pause_id(self.task_id, key)
+        if pid in self._answers:
+            return True, self._answers[pid]
+        return False, None
+
+    def pause_id(self, key: str) -> str:
+        """The stable id of this task's pause with ``key``."""
+        return self._run.pause_id(self.task_id, key)
+
+    def interrupt(self, value: Any) -> Any:
+        """Pause the node with ``value``; after resume, return the answer.
+
+        Answers are matched by call order within the node: the n-th ``interrupt`` of a rerun
+        returns the answer to the n-th pause.
+        """
+        key = f"i{self._interrupts}"
+        self._interrupts += 1
+        found, ans = self.answer(key)
+        if found:
+            return ans
+        raise PauseSignal([PauseRequest(key, "interrupt", value)])
+
+    async def step_once(self, name: str, fn: Callable[..., Any], *args: Any) -> Any:
+        """Run ``fn(*args)`` once and commit its result; on a rerun, return the stored result.
+
+        Calls are keyed by ``name`` and by how many times that name was used before in this
+        execution of the node, so a loop may call it repeatedly with one name.
+        """
+        n = self._step_counts.get(name, 0)
+        self._step_counts[name] = n + 1
+        key = f"{name}#{n}" if n else name
+        if key in self._memos:
+            return self._memos[key]
+        if inspect.iscoroutinefunction(fn):
+            result = await fn(*args)
+        else:
+            result = await anyio.to_thread.run_sync(fn, *args)
+            if inspect.isawaitable(result):
+                result = await result
+        await self._run.save_memo(self.task_id, key, result)
+        self._memos[key] = result
+        return result
+
+    def has_memo(self, name: str) -> bool:
+        """Whether a memoized step with this exact key was committed."""
+        return name in self._memos
+
+    def emit(self, name: str, data: Any = None) -> None:
+        """Send a custom event to ``stream(..., mode="debug")`` consumers."""
+        self._run.emit_custom(self.node, self.step, name, data)
+
+    def run_sync(self, fn: Callable[..., Awaitable[Any]], *args: Any) -> Any:
+        """Run a coroutine function from a sync node running in a worker thread."""
+        return anyio.from_thread.run(fn, *args)
+
+
+def current_context() -> NodeContext:
+    """The context of the node running in this task; error outside of a node."""
+    try:
+        return _current.get()
+    except LookupError:
+        raise GraphflowError("interrupt() was called outside of a running graph node") from None
+
+
+def interrupt(value: Any) -> Any:
+    """Pause the current node with ``value``; after resume, return the answer."""
+    return current_context().interrupt(value)
+
+
+def set_current(ctx: NodeContext) -> contextvars.Token[NodeContext]:
+    """Make ``ctx`` the current context (the engine calls this around a node)."""
+    return _current.set(ctx)
+
+
+def reset_current(token: contextvars.Token[NodeContext]) -> None:
+    """Undo ``set_current``."""
+    _current.reset(token)

@@ -1,0 +1,736 @@
+"""One run of a thread: take the lease, load the head, execute supersteps, commit each.
+
+The order of durable writes (DESIGN.md promises 1, 2, 7):
+1. A task that finishes while siblings still run has its record (with its writes) committed
+   at once; records that finish together are committed in one transaction.
+2. When the last task of a step finishes, its record, the next checkpoint, the changed channel
+   values and the thread row are committed in one transaction.
+3. A step with a paused or failed task commits the records and pauses and stops; completed
+   tasks are reused when the step is planned again, so they never run twice.
+"""
+
+from __future__ import annotations
+
+import inspect
+import re
+import threading
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+import anyio
+import anyio.abc
+from anyio.streams.memory import MemoryObjectSendStream
+from pydantic import BaseModel
+
+from checkpoints.errors import HeadConflictError, LeaseHeldError, LeaseLostError
+from checkpoints.lease import new_owner
+from checkpoints.models import (
+    AnswerRecord,
+    CheckpointId,
+    CheckpointRecord,
+    CommitBatch,
+    MemoRecord,
+    PauseId,
+    PauseRecord,
+    TaskId,
+    TaskRecord,
+    TaskSpec,
+    ThreadId,
+    ThreadRecord,
+    ThreadUpdate,
+    new_checkpoint_id,
+    next_version,
+    now,
+    to_datetime,
+)
+from graphflow.engine import plan
+from graphflow.engine.apply import apply_writes
+from graphflow.engine.context import NodeContext, PauseRequest, PauseSignal, reset_current, set_current
+from graphflow.errors import (
+    AmbiguousResumeError,
+    GraphflowError,
+    InvalidArgumentError,
+    InvalidUpdateError,
+    NodeError,
+    NothingToResumeError,
+    RecursionLimitError,
+    ThreadBusyError,
+    ThreadCancelledError,
+    ThreadNotFoundError,
+    ThreadPausedError,
+    UnknownPauseError,
+)
+from graphflow.types import Command, Event, Pause, RunResult, Send, ToolConfirmationPause, ToolConfirmationRequest
+
+if TYPE_CHECKING:
+    from checkpoints import Checkpointer
+    from graphflow.builder import NodeSpec
+    from graphflow.compiled import CompiledGraph
+
+UNSET: Any = type("Unset", (), {"__repr__": lambda self: "UNSET"})()
+"""Marks an argument that was not given (``None`` is a valid resume value)."""
+
+GATE_KINDS = ("before", "after")
+
+
+@dataclass(slots=True)
+class Outcome:
+    """What running one task produced."""
+
+    spec: TaskSpec
+    status: str
+    writes: list[tuple[str, Any]] = field(default_factory=list)
+    routes: list[Any] | None = None
+    pauses: list[PauseRequest] = field(default_factory=list)
+    error: BaseException | None = None
+    attempts: int = 1
+    started_at: float = 0.0
+    ended_at: float = 0.0
+
+
+def pause_from_record(rec: PauseRecord) -> Pause:
+    """The public ``Pause`` for a stored pause record."""
+    created = to_datetime(rec.created_at)
+    if rec.kind == "tool_confirmation" and isinstance(rec.value, Mapping):
+        req = rec.value.get("request")
+        request = ToolConfirmationRequest(**req) if isinstance(req, Mapping) else None
+        return ToolConfirmationPause(
+            rec.id, rec.kind, rec.node, rec.value, rec.thread_id, rec.checkpoint_id, created,
+            request,
+        )
+    return Pause(rec.id, rec.kind, rec.node, rec.value, rec.thread_id, rec.checkpoint_id, created)
+
+
+class Run:
+    """The execution of one ``invoke``/``stream`` call on one thread."""
+
+    def __init__(
+        self,
+        graph: CompiledGraph,
+        *,
+        thread_id: str,
+        principal: Any = None,
+        decisions: Mapping[str, Any] | None = None,
+        recursion_limit: int = 100,
+        sink: MemoryObjectSendStream[Event] | None = None,
+        mode: str = "values",
+    ):
+        self.graph = graph
+        self.store: Checkpointer | None = graph.checkpointer
+        self.thread_id = ThreadId(thread_id)
+        self.ns = ""
+        self.principal = principal
+        self.decisions: Mapping[str, Any] = dict(decisions or {})
+        self.recursion_limit = recursion_limit
+        self.sink = sink
+        self.mode = mode
+        self.owner = new_owner()
+        self.thread: ThreadRecord | None = None
+        self.values: dict[str, Any] = {}
+        self.joins: dict[str, Any] = {}
+        self.checkpoint: CheckpointRecord | None = None
+        self.known_pauses: dict[str, PauseRecord] = {}
+        self.answers: dict[str, Any] = {}
+        self._loop_thread = threading.get_ident()
+        self._unflushed: list[TaskRecord] = []
+        self._running = 0
+        self._flush_lock = anyio.Lock()
+
+    # -- identities ---------------------------------------------------------------------
+    def pause_id(self, task_id: str, key: str) -> str:
+        """The stable id of a task's pause (unique in the thread: task ids are)."""
+        return f"{task_id}:{key}"
+
+    # -- events ---------------------------------------------------------------------------
+    def _emit(self, type_: str, node: str | None, step: int | None, data: Any) -> None:
+        if self.sink is not None:
+            ev = Event(type_, node, step, data, self.thread_id)
+            if threading.get_ident() == self._loop_thread:
+                self.sink.send_nowait(ev)
+            else:
+                anyio.from_thread.run_sync(self.sink.send_nowait, ev)
+
+    def emit_custom(self, node: str, step: int, name: str, data: Any) -> None:
+        """A node's ``ctx.emit``: a ``custom`` event in debug mode."""
+        if self.mode == "debug":
+            self._emit("custom", node, step, {"name": name, "data": data})
+
+    # -- storage helpers ------------------------------------------------------------------
+    async def _commit(self, batch: CommitBatch) -> None:
+        if self.store is None:
+            return
+        try:
+            await self.store.commit(self.thread_id, self.owner, batch)
+        except (LeaseLostError, HeadConflictError) as e:
+            raise ThreadBusyError(self.thread_id, None) from e
+
+    async def save_memo(self, task_id: str, key: str, value: Any) -> None:
+        """Commit a memoized step result of a running task (``ctx.step_once``)."""
+        assert self.checkpoint is not None
+        memo = MemoRecord(self.checkpoint.id, TaskId(task_id), key, value)
+        await self._commit(CommitBatch(ns=self.ns, memos=[memo]))
+
+    # -- entry point ------------------------------------------------------------------------
+    async def execute(
+        self, input: Any, *, resume: Any = UNSET, checkpoint_id: str | None = None
+    ) -> RunResult:
+        """Run the thread until its frontier is empty or it pauses."""
+        if input is not None and (resume is not UNSET or self.decisions):
+            raise InvalidArgumentError(
+                "give either an input (a new run) or resume=/decisions= (answers), not both"
+            )
+        store = self.store
+        if store is None:
+            return await self._execute(input, resume, checkpoint_id)
+        await self.graph._ensure_setup()
+        if input is None:
+            existing = await store.get_thread(self.thread_id)
+            if existing is None or existing.head is None:
+                raise ThreadNotFoundError(self.thread_id)
+        try:
+            self.thread = await store.acquire_lease(
+                self.thread_id, self.owner, self.graph.lease_ttl, graph_name=self.graph.name
+            )
+        except LeaseHeldError as e:
+            raise ThreadBusyError(self.thread_id, e.owner) from e
+        try:
+            async with anyio.create_task_group() as tg:
+                tg.start_soon(self._heartbeat)
+                try:
+                    return await self._execute(input, resume, checkpoint_id)
+                finally:
+                    tg.cancel_scope.cancel()
+        finally:
+            with anyio.CancelScope(shield=True):
+                await store.release_lease(self.thread_id, self.owner)
+
+    async def _heartbeat(self) -> None:
+        assert self.store is not None
+        ttl = self.graph.lease_ttl
+        while True:
+            await anyio.sleep(ttl / 3)
+            try:
+                await self.store.renew_lease(self.thread_id, self.owner, ttl)
+            except LeaseLostError:
+                return
+
+    async def _execute(self, input: Any, resume: Any, checkpoint_id: str | None) -> RunResult:
+        store = self.store
+        thread = self.thread
+        head: CheckpointRecord | None = None
+        if store is not None and thread is not None:
+            ck_id = checkpoint_id or thread.head
+            if ck_id is not None:
+                head = await store.get_checkpoint(self.thread_id, self.ns, CheckpointId(ck_id))
+                if head is None:
+                    raise InvalidArgumentError(
+                        f"thread {self.thread_id!r} has no checkpoint {ck_id!r}"
+                    )
+                await self._load_values(head)
+        elif input is None:
+            raise ThreadNotFoundError(self.thread_id)
+        forking = checkpoint_id is not None and thread is not None and checkpoint_id != thread.head
+        if input is not None:
+            if thread is not None and thread.status == "paused" and not forking:
+                raise ThreadPausedError(self.thread_id, thread.pending_pause_ids)
+            await self._start_input(input, head, forking)
+        else:
+            assert head is not None and thread is not None
+            if forking:
+                await self._fork(head)
+            else:
+                if thread.status == "cancelled":
+                    raise ThreadCancelledError(self.thread_id)
+                self.checkpoint = head
+                early = await self._take_answers(resume)
+                if early is not None:
+                    return early
+        return await self._loop(fresh=input is not None or forking)
+
+    async def _load_values(self, ck: CheckpointRecord) -> None:
+        assert self.store is not None
+        vals = await self.store.load_channels(
+            self.thread_id, self.ns, ck.channel_versions, ck.channel_bases
+        )
+        self.joins = {k: vals.pop(k) for k in list(vals) if k.startswith(plan.JOIN_PREFIX)}
+        self.values = vals
+
+    # -- starting points --------------------------------------------------------------------
+    async def _start_input(self, input: Any, head: CheckpointRecord | None, forking: bool) -> None:
+        schema = self.graph.schema
+        update = schema.input_update(input)
+        version = next_version()
+        if head is None:
+            base_values = schema.initial()
+            applied = apply_writes(schema, base_values, {}, {}, [("input", update.items())], version)
+            stored = {w.channel for w in applied.writes}
+            for k in sorted(set(applied.values) - stored):
+                applied.versions[k] = version
+            writes = [
+                *applied.writes,
+                *(
+                    _set(k, version, applied.values[k])
+                    for k in sorted(set(applied.values) - stored)
+                ),
+            ]
+        else:
+            applied = apply_writes(
+                schema,
+                self.values,
+                head.channel_versions,
+                head.channel_bases,
+                [("input", update.items())],
+                version,
+                force_set=forking,
+            )
+            writes = applied.writes
+            if forking:
+                writes += self._materialize(applied.bases, applied.values, version, applied.versions)
+                applied.bases = {}
+            # A new run starts clean: join barriers of an earlier run are reset.
+            for k in self.joins:
+                applied.versions.pop(k, None)
+            self.joins = {}
+        self.values = {k: v for k, v in applied.values.items() if not k.startswith(plan.JOIN_PREFIX)}
+        ck_id = new_checkpoint_id()
+        targets = await self._route_from(plan.START_NODE, None)
+        frontier = plan.make_frontier(ck_id, self.ns, targets)
+        ck = CheckpointRecord(
+            ck_id, self.thread_id, self.ns, head.id if head else None,
+            head.step + 1 if head else -1, "input",
+            applied.versions, frontier, {}, now(), applied.bases,
+        )
+        await self._commit_checkpoint(ck, writes, frontier)
+
+    def _materialize(
+        self,
+        bases: Mapping[str, tuple[int, int]],
+        values: Mapping[str, Any],
+        version: int,
+        versions: dict[str, int],
+    ) -> list[Any]:
+        """Rewrite chained list channels as whole values (a fork starts its own chains)."""
+        out = []
+        for k in sorted(bases):
+            out.append(_set(k, version, values[k]))
+            versions[k] = version
+        return out
+
+    async def _fork(self, src: CheckpointRecord) -> None:
+        """Make a copy of an older checkpoint the new head, with fresh task ids."""
+        version = next_version()
+        versions = dict(src.channel_versions)
+        merged = {**self.values, **self.joins}
+        writes = self._materialize(src.channel_bases, merged, version, versions)
+        ck_id = new_checkpoint_id()
+        frontier = tuple(
+            TaskSpec(plan.task_id(ck_id, self.ns, t.node, i), t.node, t.has_arg, t.arg)
+            for i, t in enumerate(src.frontier)
+        )
+        ck = CheckpointRecord(
+            ck_id, self.thread_id, self.ns, src.id, src.step, "fork", versions, frontier,
+            {"forked_from": src.id}, now(), {},
+        )
+        await self._commit_checkpoint(ck, writes, frontier)
+
+    async def _commit_checkpoint(
+        self, ck: CheckpointRecord, writes: list[Any], frontier: Sequence[TaskSpec],
+        tasks: list[TaskRecord] | None = None,
+    ) -> None:
+        status = "running" if frontier else "done"
+        expected = self.thread.head if self.thread is not None else None
+        await self._commit(
+            CommitBatch(
+                ns=self.ns, tasks=tasks or [], checkpoint=ck, channels=writes,
+                thread=ThreadUpdate(status, (), self.graph.name), expected_head=expected,
+                check_head=True,
+            )
+        )
+        if self.thread is not None:
+            self.thread.head = ck.id
+            self.thread.status = status
+            self.thread.pending_pause_ids = ()
+        self.checkpoint = ck
+        self.known_pauses = {}
+        if self.sink is not None and self.mode == "debug":
+            self._emit("checkpoint", None, ck.step, {"checkpoint_id": ck.id, "next": [t.node for t in frontier]})
+
+    # -- answers ------------------------------------------------------------------------------
+    async def _take_answers(self, resume: Any) -> RunResult | None:
+        """Store the answers given to this call; return a result when nothing can proceed."""
+        assert self.store is not None and self.thread is not None
+        pending_ids = list(self.thread.pending_pause_ids)
+        if not pending_ids:
+            if resume is not UNSET:
+                raise NothingToResumeError(self.thread_id)
+            return None
+        records = await self.store.get_pauses(self.thread_id, [PauseId(p) for p in pending_ids])
+        pending = {p.id: p for p in records}
+        self.known_pauses = dict(pending)
+        by = _principal_name(self.principal)
+        new: list[AnswerRecord] = []
+        if resume is not UNSET:
+            answerable = [p for p in records if p.kind != "tool_confirmation"]
+            if _is_pause_map(resume):
+                unknown = [k for k in resume if k not in pending]
+                if unknown:
+                    raise UnknownPauseError(self.thread_id, unknown, list(pending))
+                items = list(resume.items())
+            else:
+                if len(answerable) > 1:
+                    raise AmbiguousResumeError(self.thread_id, [p.id for p in answerable])
+                if not answerable:
+                    raise NothingToResumeError(self.thread_id)
+                items = [(answerable[0].id, resume)]
+            new += [AnswerRecord(PauseId(k), self.thread_id, v, by) for k, v in items]
+        elif not self.decisions:
+            # invoke(None) releases static gates (as LangGraph continues past breakpoints).
+            new += [
+                AnswerRecord(p.id, self.thread_id, None, by, "continued")
+                for p in records
+                if p.kind in GATE_KINDS
+            ]
+        if new:
+            await self.store.put_answers(new)
+        stored = await self.store.load_answers(self.thread_id, [PauseId(p) for p in pending_ids])
+        self.answers = {k: a.value for k, a in stored.items()}
+        hook = self.graph.decision_hook
+        if self.decisions and hook is not None:
+            answered = await hook(self, records)
+            self.answers.update(answered)
+        if not any(p in self.answers for p in pending_ids):
+            return self._paused_result([pending[p] for p in pending_ids if p in pending])
+        return None
+
+    def _paused_result(self, pauses: Sequence[PauseRecord]) -> RunResult:
+        public = [pause_from_record(p) for p in pauses]
+        for p in public:
+            self._emit("pause", p.node, self.checkpoint.step + 1 if self.checkpoint else None, p)
+        ck_id = self.checkpoint.id if self.checkpoint else None
+        self._emit("paused", None, None, public)
+        return RunResult("paused", self.graph.schema.view(self.values), public, self.thread_id, ck_id)
+
+    # -- the superstep loop -------------------------------------------------------------------
+    async def _loop(self, *, fresh: bool) -> RunResult:
+        steps = 0
+        while True:
+            ck = self.checkpoint
+            assert ck is not None
+            if not ck.frontier:
+                self._emit("done", None, ck.step, self.graph.schema.view(self.values))
+                return RunResult("done", self.graph.schema.view(self.values), [], self.thread_id, ck.id)
+            steps += 1
+            if steps > self.recursion_limit:
+                raise RecursionLimitError(
+                    f"thread {self.thread_id!r} ran {self.recursion_limit} supersteps without "
+                    f"finishing (recursion_limit); next: {[t.node for t in ck.frontier]}"
+                )
+            result = await self._step(ck, resumed=not fresh)
+            fresh = True
+            if result is not None:
+                return result
+
+    async def _step(self, ck: CheckpointRecord, *, resumed: bool) -> RunResult | None:
+        step = ck.step + 1
+        records: Mapping[TaskId, TaskRecord] = {}
+        memos: Mapping[TaskId, dict[str, Any]] = {}
+        if resumed and self.store is not None:
+            records = await self.store.load_tasks(self.thread_id, self.ns, ck.id)
+            memos = await self.store.load_memos(self.thread_id, self.ns, ck.id)
+            if not self.answers:
+                stored = await self.store.load_answers(self.thread_id)
+                self.answers = {k: a.value for k, a in stored.items()}
+        outcomes: dict[TaskId, Outcome] = {}
+        to_run: list[TaskSpec] = []
+        pauses: list[tuple[TaskSpec, PauseRequest]] = []
+        before = self.graph.interrupt_before
+        for spec in ck.frontier:
+            rec = records.get(spec.id)
+            if rec is not None and rec.status == "completed" and rec.writes is not None:
+                outcomes[spec.id] = Outcome(spec, "completed", list(rec.writes), rec.routes, attempts=rec.attempts)
+            elif spec.node in before and self.pause_id(spec.id, "before") not in self.answers:
+                pauses.append((spec, PauseRequest("before", "before", {"node": spec.node})))
+            else:
+                to_run.append(spec)
+        attempts = {t: r.attempts for t, r in records.items()}
+        if to_run:
+            await self._run_tasks(to_run, step, ck, memos, attempts, outcomes)
+        ordered = [outcomes[s.id] for s in ck.frontier if s.id in outcomes]
+        failed = [o for o in ordered if o.status == "failed"]
+        after = self.graph.interrupt_after
+        for o in ordered:
+            if o.status == "paused":
+                pauses += [(o.spec, p) for p in o.pauses]
+            elif o.status == "completed" and o.spec.node in after:
+                if self.pause_id(o.spec.id, "after") not in self.answers:
+                    pauses.append((o.spec, PauseRequest("after", "after", {"node": o.spec.node})))
+        if failed or pauses:
+            return await self._stop(ck, step, failed, pauses)
+        await self._advance(ck, step, ordered)
+        return None
+
+    async def _run_tasks(
+        self,
+        specs: list[TaskSpec],
+        step: int,
+        ck: CheckpointRecord,
+        memos: Mapping[TaskId, dict[str, Any]],
+        attempts: Mapping[TaskId, int],
+        outcomes: dict[TaskId, Outcome],
+    ) -> None:
+        view = self.graph.schema.view(self.values) if any(not s.has_arg for s in specs) else None
+        self._running = len(specs)
+        if len(specs) == 1:
+            spec = specs[0]
+            outcomes[spec.id] = await self._run_task(
+                spec, step, view, dict(memos.get(spec.id, {})), attempts.get(spec.id, 0), inline=True
+            )
+            self._running = 0
+            self._unflushed.append(self._record(ck, outcomes[spec.id]))
+            return
+
+        async def one(spec: TaskSpec) -> None:
+            o = await self._run_task(
+                spec, step, view, dict(memos.get(spec.id, {})), attempts.get(spec.id, 0), inline=False
+            )
+            outcomes[spec.id] = o
+            self._unflushed.append(self._record(ck, o))
+            self._running -= 1
+            if self._running > 0:
+                await self._flush()
+
+        async with anyio.create_task_group() as tg:
+            for spec in specs:
+                tg.start_soon(one, spec)
+
+    async def _flush(self) -> None:
+        """Commit the records of tasks that finished while siblings still run."""
+        async with self._flush_lock:
+            if not self._unflushed:
+                return
+            batch, self._unflushed = self._unflushed, []
+            await self._commit(CommitBatch(ns=self.ns, tasks=batch))
+
+    def _record(self, ck: CheckpointRecord, o: Outcome) -> TaskRecord:
+        return TaskRecord(
+            ck.id, o.spec.id, o.spec.node, o.status,  # type: ignore[arg-type]
+            attempts=o.attempts, started_at=o.started_at, ended_at=o.ended_at,
+            error=f"{type(o.error).__name__}: {o.error}" if o.error is not None else None,
+            writes=o.writes if o.status == "completed" else None,
+            routes=o.routes,
+        )
+
+    async def _run_task(
+        self,
+        spec: TaskSpec,
+        step: int,
+        view: Any,
+        memos: dict[str, Any],
+        prior_attempts: int,
+        *,
+        inline: bool,
+    ) -> Outcome:
+        node = self.graph.nodes[spec.node]
+        state = spec.arg if spec.has_arg else view
+        retry = node.retry
+        attempt = prior_attempts
+        started = now()
+        while True:
+            attempt += 1
+            ctx = NodeContext(
+                self, task_id=spec.id, node=self._node_path(spec.node), step=step,
+                answers=self.answers, memos=memos, attempt=attempt,
+            )
+            if self.sink is not None and self.mode == "debug":
+                self._emit("task_start", ctx.node, step, {"task_id": spec.id, "attempt": attempt})
+            try:
+                result = await self._call(node, state, ctx, inline)
+                writes, routes = self._normalize(spec.node, result)
+                o = Outcome(spec, "completed", writes, routes)
+            except PauseSignal as p:
+                o = Outcome(spec, "paused", pauses=p.pauses)
+            except GraphflowError as e:
+                o = Outcome(spec, "failed", error=e)
+            except Exception as e:
+                if retry is not None and attempt - prior_attempts < retry.max_attempts and isinstance(e, retry.retry_on):
+                    if retry.backoff:
+                        await anyio.sleep(retry.backoff)
+                    continue
+                o = Outcome(spec, "failed", error=e)
+            o.attempts = attempt
+            o.started_at = started
+            o.ended_at = now()
+            if self.sink is not None and self.mode == "debug":
+                self._emit("task_end", ctx.node, step, {"task_id": spec.id, "status": o.status, "writes": dict(o.writes)})
+            return o
+
+    def _node_path(self, node: str) -> str:
+        return f"{self.graph.path_prefix}{node}"
+
+    async def _call(self, node: NodeSpec, state: Any, ctx: NodeContext, inline: bool) -> Any:
+        fn = node.fn
+        args = (state, ctx) if node.takes_ctx else (state,)
+        token = set_current(ctx)
+        try:
+            if node.is_async:
+                return await fn(*args)
+            if inline:
+                return fn(*args)
+            return await anyio.to_thread.run_sync(fn, *args)
+        finally:
+            reset_current(token)
+
+    def _normalize(self, node: str, result: Any) -> tuple[list[tuple[str, Any]], list[Any] | None]:
+        routes: list[Any] | None = None
+        if isinstance(result, Command):
+            if result.goto is not None:
+                routes = plan.normalize_targets(result.goto, self.graph.nodes, f"Command.goto of node {node!r}")
+            result = result.update
+        if result is None:
+            return [], routes
+        if isinstance(result, BaseModel) and self.graph.schema.is_model:
+            result = {k: getattr(result, k) for k in result.model_fields_set}
+        if not isinstance(result, Mapping):
+            raise InvalidUpdateError(
+                f"node {node!r} returned {type(result).__name__}; return a dict of state keys, "
+                "a Command or None",
+                node=node,
+            )
+        self.graph.schema.check_keys(result, node)
+        return list(result.items()), routes
+
+    # -- ending a step ------------------------------------------------------------------------
+    async def _stop(
+        self,
+        ck: CheckpointRecord,
+        step: int,
+        failed: list[Outcome],
+        pauses: list[tuple[TaskSpec, PauseRequest]],
+    ) -> RunResult:
+        records = self._unflushed
+        self._unflushed = []
+        created = now()
+        new_pauses: list[PauseRecord] = []
+        all_pauses: list[PauseRecord] = []
+        for spec, req in pauses:
+            pid = PauseId(self.pause_id(spec.id, req.key))
+            rec = self.known_pauses.get(pid)
+            if rec is None:
+                rec = PauseRecord(
+                    pid, self.thread_id, self.ns, ck.id, spec.id, self._node_path(spec.node),
+                    req.kind, req.value, created,  # type: ignore[arg-type]
+                )
+                new_pauses.append(rec)
+            all_pauses.append(rec)
+        pending = tuple(p.id for p in all_pauses)
+        status = "failed" if failed else "paused"
+        await self._commit(
+            CommitBatch(
+                ns=self.ns, tasks=records, pauses=new_pauses,
+                thread=ThreadUpdate(status, pending if not failed else pending, self.graph.name),  # type: ignore[arg-type]
+            )
+        )
+        if self.thread is not None:
+            self.thread.status = status  # type: ignore[assignment]
+            self.thread.pending_pause_ids = pending
+        if failed:
+            first = failed[0]
+            err = first.error
+            assert err is not None
+            if isinstance(err, GraphflowError):
+                raise err
+            raise NodeError(self._node_path(first.spec.node), err, thread_id=self.thread_id) from err
+        return self._paused_result(all_pauses)
+
+    async def _advance(self, ck: CheckpointRecord, step: int, ordered: list[Outcome]) -> None:
+        schema = self.graph.schema
+        by_name = sorted(ordered, key=lambda o: o.spec.node)
+        version = next_version()
+        prior = {**self.values, **self.joins}
+        applied = apply_writes(
+            schema, prior, ck.channel_versions, ck.channel_bases,
+            [(o.spec.node, o.writes) for o in by_name], version,
+        )
+        self.values = {k: v for k, v in applied.values.items() if not k.startswith(plan.JOIN_PREFIX)}
+        if self.sink is not None:
+            if self.mode in ("updates", "debug"):
+                self._emit("updates", None, step, {o.spec.node: dict(o.writes) for o in by_name})
+            if self.mode == "values":
+                self._emit("values", None, step, schema.view(self.values))
+        targets: list[str | Send] = []
+        for o in by_name:
+            if o.routes is not None:
+                targets += o.routes
+            else:
+                targets += await self._route_from(o.spec.node, o)
+        edges = self.graph.edges
+        extra: dict[str, Any] = {}
+        if edges.joins:
+            fired, changed = plan.advance_joins(edges.joins, self.joins, [o.spec.node for o in by_name])
+            targets += fired
+            for k, v in changed.items():
+                self.joins[k] = v
+                extra[k] = v
+        writes = applied.writes
+        versions = applied.versions
+        for k, v in extra.items():
+            writes.append(_set(k, version, v))
+            versions[k] = version
+        ck_id = new_checkpoint_id()
+        frontier = plan.make_frontier(ck_id, self.ns, targets)
+        new = CheckpointRecord(
+            ck_id, self.thread_id, self.ns, ck.id, step, "loop", versions, frontier, {},
+            now(), applied.bases,
+        )
+        records = self._unflushed
+        self._unflushed = []
+        for r in records:
+            r.writes = None
+        await self._commit_checkpoint(new, writes, frontier, records)
+        self.answers = {}
+
+    async def _route_from(self, node: str, o: Outcome | None) -> list[str | Send]:
+        edges = self.graph.edges
+        targets: list[str | Send] = list(edges.static.get(node, ()))
+        branches = edges.branches.get(node)
+        if branches:
+            view = self.graph.schema.view(self.values)
+            for br in branches:
+                res = br.router(view)
+                if inspect.isawaitable(res):
+                    res = await res
+                targets += plan.normalize_targets(
+                    res, self.graph.nodes, f"conditional edge from {node!r}", br.path_map
+                )
+        return targets
+
+
+def _set(key: str, version: int, value: Any) -> Any:
+    from checkpoints.models import ChannelWrite
+
+    return ChannelWrite(key, version, "set", value)
+
+
+def _principal_name(principal: Any) -> str | None:
+    if principal is None:
+        return None
+    if isinstance(principal, str):
+        return principal
+    return str(getattr(principal, "id", None) or getattr(principal, "name", None) or principal)
+
+
+_PAUSE_ID = re.compile(r"^[0-9a-f]{16}:\S+$")
+
+
+def _is_pause_map(resume: Any) -> bool:
+    """A non-empty mapping whose keys all look like pause ids maps ids to answers.
+
+    Any other value (a dict of data included) is one answer for the single pending pause.
+    """
+    return (
+        isinstance(resume, Mapping)
+        and bool(resume)
+        and all(isinstance(k, str) and _PAUSE_ID.match(k) for k in resume)
+    )
+

@@ -1,0 +1,145 @@
+"""Errors raised by graphflow.
+
+The tree (storage errors come from ``checkpoints`` and keep their own root)::
+
+    GraphflowError
+    ├── GraphValidationError       compile() found the graph invalid (names the nodes)
+    ├── InvalidUpdateError         a node or input wrote an unknown key or a bad value
+    ├── InvalidRouteError          a router or Command sent the run to an unknown node
+    ├── InvalidArgumentError       a call's arguments are inconsistent (also a ValueError)
+    ├── ThreadNotFoundError        no such thread in the checkpointer (also a LookupError)
+    ├── ThreadPausedError          new input for a thread that waits for answers
+    ├── ThreadCancelledError       the thread was cancelled
+    ├── ThreadBusyError            another runner holds the thread
+    ├── NothingToResumeError       resume/decisions for a thread with no pending pause
+    ├── UnknownPauseError          resume names a pause id that is not pending
+    ├── AmbiguousResumeError       a bare resume value while several pauses are pending
+    ├── RecursionLimitError        the run took more supersteps than recursion_limit
+    └── NodeError                  a node raised; the original is ``__cause__``
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+
+class GraphflowError(Exception):
+    """Root of every error graphflow raises (storage errors derive from CheckpointError)."""
+
+
+class GraphValidationError(GraphflowError):
+    """The graph is invalid; raised by ``compile()``. ``nodes`` lists the nodes involved."""
+
+    def __init__(self, message: str, nodes: Sequence[str] = ()):
+        super().__init__(message)
+        self.nodes = tuple(nodes)
+
+
+class InvalidUpdateError(GraphflowError):
+    """A node (or the input) wrote a key the state does not have, or returned a bad value."""
+
+    def __init__(self, message: str, *, node: str | None = None, key: str | None = None):
+        super().__init__(message)
+        self.node = node
+        self.key = key
+
+
+class InvalidRouteError(GraphflowError):
+    """A conditional edge or ``Command.goto`` named a node that does not exist."""
+
+
+class InvalidArgumentError(GraphflowError, ValueError):
+    """The arguments of a call do not fit together (for example no ``thread_id``)."""
+
+
+class ThreadNotFoundError(GraphflowError, LookupError):
+    """The checkpointer has no thread with this id."""
+
+    def __init__(self, thread_id: str):
+        super().__init__(
+            f"no thread {thread_id!r} in the checkpointer; start it with a non-None input"
+        )
+        self.thread_id = thread_id
+
+
+class ThreadPausedError(GraphflowError):
+    """New input was given for a paused thread: answer its pauses or cancel it first."""
+
+    def __init__(self, thread_id: str, pause_ids: Sequence[str]):
+        super().__init__(
+            f"thread {thread_id!r} is paused at {list(pause_ids)}; answer with "
+            f"invoke(None, thread_id=..., resume=... or decisions=...) or cancel it with "
+            "graph.cancel(thread_id, reason=...)"
+        )
+        self.thread_id = thread_id
+        self.pause_ids = tuple(pause_ids)
+
+
+class ThreadCancelledError(GraphflowError):
+    """The thread was cancelled; it can only take a new input."""
+
+    def __init__(self, thread_id: str):
+        super().__init__(f"thread {thread_id!r} was cancelled; start a new run with an input")
+        self.thread_id = thread_id
+
+
+class ThreadBusyError(GraphflowError):
+    """Another runner, in this or another process, is running the thread."""
+
+    def __init__(self, thread_id: str, owner: str | None = None):
+        super().__init__(
+            f"thread {thread_id!r} is being run by another runner ({owner}); try again when "
+            "it has finished"
+        )
+        self.thread_id = thread_id
+        self.owner = owner
+
+
+class NothingToResumeError(GraphflowError):
+    """``resume=`` or ``decisions=`` was given for a thread with no pending pause."""
+
+    def __init__(self, thread_id: str):
+        super().__init__(f"thread {thread_id!r} has no pending pause to resume")
+        self.thread_id = thread_id
+
+
+class UnknownPauseError(GraphflowError, LookupError):
+    """``resume=`` named pause ids that are not pending in the thread."""
+
+    def __init__(self, thread_id: str, unknown: Sequence[str], pending: Sequence[str]):
+        super().__init__(
+            f"thread {thread_id!r} has no pending pause {sorted(unknown)}; pending: "
+            f"{sorted(pending)}"
+        )
+        self.thread_id = thread_id
+        self.unknown = tuple(unknown)
+
+
+class AmbiguousResumeError(GraphflowError):
+    """A bare ``resume`` value was given while several pauses are pending."""
+
+    def __init__(self, thread_id: str, pause_ids: Sequence[str]):
+        super().__init__(
+            f"thread {thread_id!r} has {len(pause_ids)} pending pauses {sorted(pause_ids)}; "
+            "pass resume={pause_id: value, ...}"
+        )
+        self.thread_id = thread_id
+        self.pause_ids = tuple(pause_ids)
+
+
+class RecursionLimitError(GraphflowError):
+    """The run exceeded ``recursion_limit`` supersteps; its last checkpoint is kept."""
+
+
+class NodeError(GraphflowError):
+    """A node raised an exception; the original is kept as ``__cause__``."""
+
+    def __init__(self, node: str, error: BaseException, *, thread_id: str | None = None):
+        where = f" in thread {thread_id!r}" if thread_id else ""
+        super().__init__(
+            f"node {node!r} raised {type(error).__name__}: {error}{where}; fix the cause and "
+            "run invoke(None, thread_id=...) to retry it alone"
+        )
+        self.node = node
+        self.error = error
+        self.thread_id = thread_id

@@ -1,0 +1,48 @@
+"""Built-in reducers for ``Annotated[T, reducer]`` state keys.
+
+A reducer is ``fn(current, update) -> new``. It must not mutate ``current``: the engine keeps
+the old value until the step's writes are committed.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Mapping
+from typing import Any, TypeVar
+
+T = TypeVar("T")
+
+
+def append(current: list[T] | None, update: Iterable[T] | T) -> list[T]:
+    """Append items: a list (or tuple) update is added item by item, anything else as one item."""
+    base = list(current) if current is not None else []
+    if isinstance(update, list | tuple):
+        return base + list(update)
+    return [*base, update]  # type: ignore[list-item]
+
+
+def merge(current: Mapping[str, Any] | None, update: Mapping[str, Any]) -> dict[str, Any]:
+    """Shallow-merge mappings: keys of ``update`` replace those of ``current``."""
+    out = dict(current) if current is not None else {}
+    out.update(update)
+    return out
+
+
+def _add_messages_impl(current: list[Any] | None, update: Any) -> list[Any]:
+    # Replaced by graphflow.agents when it is imported (it knows the Message type).
+    return append(current, update)
+
+
+_add_messages: list[Callable[[list[Any] | None, Any], list[Any]]] = [_add_messages_impl]
+
+
+def add_messages(current: list[Any] | None, update: Any) -> list[Any]:
+    """Merge chat messages: a message whose id is already present replaces it; others append.
+
+    Input dicts such as ``{"role": "user", "content": "hi"}`` are coerced to ``Message`` once
+    ``graphflow.agents`` is imported; before that, messages are appended as given.
+    """
+    return _add_messages[0](current, update)
+
+
+APPEND_ONLY: frozenset[Callable[..., Any]] = frozenset({append})
+"""Reducers whose result is always ``current`` followed by new items (stored as deltas)."""

@@ -1,0 +1,135 @@
+"""Public value types: markers, routing, pauses, results, events and snapshots."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any, Literal
+
+START = "__start__"
+"""The virtual node every run starts from."""
+
+END = "__end__"
+"""The virtual node that ends a run."""
+
+PauseKind = Literal["interrupt", "before", "after", "tool_confirmation"]
+"""Why a run paused (see ``checkpoints.models.PauseKind``)."""
+
+RunStatus = Literal["done", "paused"]
+"""How a run ended: its frontier is empty, or it waits for answers."""
+
+StreamMode = Literal["values", "updates", "debug"]
+"""What a stream yields: full state per step, each step's updates, or everything."""
+
+
+@dataclass(frozen=True, slots=True)
+class Send:
+    """Run ``node`` with ``arg`` as its input state (map-reduce fan-out)."""
+
+    node: str
+    arg: Any = None
+
+
+@dataclass(frozen=True, slots=True)
+class Command:
+    """A node's return value that updates state and routes explicitly.
+
+    ``goto`` (a node name, a list of names, a ``Send``, a list of them, or ``END``) replaces
+    the node's static and conditional edges for this run of the node.
+    """
+
+    update: Any = None
+    goto: str | Send | Sequence[str | Send] | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Pause:
+    """A point where a run waits for a human.
+
+    ``id`` is stable and unique in the thread; answer it with ``resume={id: value}``.
+    """
+
+    id: str
+    kind: PauseKind
+    node: str
+    value: Any
+    thread_id: str
+    checkpoint_id: str
+    created_at: datetime
+
+
+@dataclass(frozen=True, slots=True)
+class ToolConfirmationRequest:
+    """A proposed tool call that waits for a decision keyed by ``function_call_id``."""
+
+    tool_name: str
+    function_call_id: str
+    args: dict[str, Any]
+    fingerprint: str
+    agent: str
+
+
+@dataclass(frozen=True, slots=True)
+class ToolConfirmationPause(Pause):
+    """A pause for one proposed tool call; answer it with ``decisions={call_id: ...}``."""
+
+    request: ToolConfirmationRequest | None = None
+
+    @classmethod
+    def from_event(cls, event: Event) -> ToolConfirmationPause | None:
+        """The tool-confirmation pause an event carries, or ``None``."""
+        data = event.data
+        if isinstance(data, ToolConfirmationPause):
+            return data
+        return None
+
+
+@dataclass(frozen=True, slots=True)
+class Event:
+    """One stream event; ``type`` says what ``data`` holds (see API.md, "Events")."""
+
+    type: str
+    node: str | None
+    step: int | None
+    data: Any
+    thread_id: str
+
+
+@dataclass(frozen=True, slots=True)
+class RunResult:
+    """What ``invoke`` returns."""
+
+    status: RunStatus
+    state: Any
+    pauses: list[Pause]
+    thread_id: str
+    checkpoint_id: str | None
+
+
+@dataclass(frozen=True, slots=True)
+class TaskInfo:
+    """A task of a checkpoint's frontier and where it is in its lifecycle."""
+
+    id: str
+    name: str
+    status: Literal["pending", "running", "completed", "paused", "failed"]
+    attempts: int = 0
+    error: str | None = None
+    pauses: tuple[Pause, ...] = ()
+    state: StateSnapshot | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class StateSnapshot:
+    """A thread's state at one checkpoint."""
+
+    values: Any
+    next: tuple[str, ...]
+    tasks: tuple[TaskInfo, ...]
+    pauses: tuple[Pause, ...]
+    step: int
+    checkpoint_id: str
+    parent_checkpoint_id: str | None
+    created_at: datetime
+    metadata: dict[str, Any] = field(default_factory=dict)
