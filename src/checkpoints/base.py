@@ -180,4 +180,3 @@ class Checkpointer(Protocol):
     async def get_dispatch(self, thread_id: ThreadId, call_id: CallId) -> DispatchRecord | None:
         """The dispatch record of a call, with its outcome when known."""
         ...
-

@@ -17,7 +17,6 @@ from checkpoints.errors import (
     HeadConflictError,
     LeaseHeldError,
     LeaseLostError,
-    SerializationError,
 )
 from checkpoints.lease import lease_free
 from checkpoints.models import (
@@ -124,15 +123,17 @@ class MemoryCheckpointer:
             raise HeadConflictError(thread_id, batch.expected_head, rec.head)
         ns = batch.ns
         # Serialize everything first: a SerializationError leaves the store unchanged.
-        tasks = [(t, _dump((t.writes, t.routes), f"writes of task {t.node!r}")) for t in batch.tasks]
+        tasks = [
+            (t, _dump((t.writes, t.routes), f"writes of task {t.node!r}")) for t in batch.tasks
+        ]
         memos = [(m, _dump(m.value, f"step {m.key!r}")) for m in batch.memos]
         chans = [(c, _dump(c.value, c.channel)) for c in batch.channels]
         pauses = [(p, _dump(p.value, f"pause {p.id!r}")) for p in batch.pauses]
         answers = [(a, _dump(a.value, f"answer to {a.pause_id!r}")) for a in batch.answers]
         ckpt_blob = None
         if batch.checkpoint is not None:
-            c = batch.checkpoint
-            ckpt_blob = _dump((c.frontier, c.metadata), "frontier")
+            ckpt = batch.checkpoint
+            ckpt_blob = _dump((ckpt.frontier, ckpt.metadata), "frontier")
         # Apply.
         for t, blob in tasks:
             key = (thread_id, ns, t.checkpoint_id)
@@ -182,7 +183,7 @@ class MemoryCheckpointer:
                 rec = self._threads.get(thread_id)
                 checkpoint_id = rec.head if rec is not None else None
             else:
-                checkpoint_id = max(table)
+                checkpoint_id = CheckpointId(max(table))
             if checkpoint_id is None:
                 return None
         found = table.get(checkpoint_id)
@@ -292,9 +293,7 @@ class MemoryCheckpointer:
         self, thread_id: ThreadId, call_id: CallId | None = None
     ) -> list[DecisionRecord]:
         return [
-            d
-            for d in self._decisions.get(thread_id, [])
-            if call_id is None or d.call_id == call_id
+            d for d in self._decisions.get(thread_id, []) if call_id is None or d.call_id == call_id
         ]
 
     async def claim_dispatch(self, record: DispatchRecord) -> bool:
@@ -323,9 +322,8 @@ class MemoryCheckpointer:
         if status not in ("succeeded", "failed"):
             raise ValueError(f"dispatch status must be 'succeeded' or 'failed', not {status!r}")
         blob = _dump(result, f"result of tool call {call_id!r}")
-        rec = dataclasses.replace(
-            found[0], status=status, error=error, completed_at=now()  # type: ignore[arg-type]
-        )
+        rec = dataclasses.replace(found[0], error=error, completed_at=now())
+        object.__setattr__(rec, "status", status)
         self._dispatch[key] = (rec, blob)
 
     async def get_dispatch(self, thread_id: ThreadId, call_id: CallId) -> DispatchRecord | None:

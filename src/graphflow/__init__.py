@@ -37,11 +37,10 @@ from graphflow.types import (
 _serde.register(Send, name="graphflow.Send")
 
 __all__ = [
-    "END",
-    "START",
     "AmbiguousResumeError",
     "Command",
     "CompiledGraph",
+    "END",
     "Event",
     "GraphValidationError",
     "GraphflowError",
@@ -55,6 +54,7 @@ __all__ = [
     "RecursionLimitError",
     "RetryPolicy",
     "RunResult",
+    "START",
     "Send",
     "StateGraph",
     "StateSnapshot",

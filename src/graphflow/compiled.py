@@ -38,7 +38,7 @@ from graphflow.errors import (
     ThreadNotFoundError,
     UnknownPauseError,
 )
-from graphflow.types import Event, Pause, RunResult, StateSnapshot, TaskInfo
+from graphflow.types import Event, Pause, RunResult, Send, StateSnapshot, TaskInfo
 
 if TYPE_CHECKING:
     from checkpoints import Checkpointer
@@ -110,8 +110,11 @@ class CompiledGraph:
     ) -> RunResult:
         """Run the graph until it finishes or pauses (see API.md, "Running")."""
         run = Run(
-            self, thread_id=self._thread_id(thread_id), principal=principal,
-            decisions=decisions, recursion_limit=recursion_limit,
+            self,
+            thread_id=self._thread_id(thread_id),
+            principal=principal,
+            decisions=decisions,
+            recursion_limit=recursion_limit,
         )
         return await run.execute(input, resume=resume, checkpoint_id=checkpoint_id)
 
@@ -130,8 +133,13 @@ class CompiledGraph:
 
         async def go() -> RunResult:
             return await self.ainvoke(
-                input, thread_id=thread_id, decisions=decisions, resume=resume,
-                checkpoint_id=checkpoint_id, principal=principal, recursion_limit=recursion_limit,
+                input,
+                thread_id=thread_id,
+                decisions=decisions,
+                resume=resume,
+                checkpoint_id=checkpoint_id,
+                principal=principal,
+                recursion_limit=recursion_limit,
             )
 
         return _sync.run_sync("invoke", go)
@@ -150,11 +158,18 @@ class CompiledGraph:
     ) -> AsyncIterator[Event]:
         """Run the graph and yield events as they happen (see API.md, "Events")."""
         if mode not in ("values", "updates", "debug"):
-            raise InvalidArgumentError(f"stream mode must be values, updates or debug, not {mode!r}")
+            raise InvalidArgumentError(
+                f"stream mode must be values, updates or debug, not {mode!r}"
+            )
         send, recv = anyio.create_memory_object_stream[Event](math.inf)
         run = Run(
-            self, thread_id=self._thread_id(thread_id), principal=principal,
-            decisions=decisions, recursion_limit=recursion_limit, sink=send, mode=mode,
+            self,
+            thread_id=self._thread_id(thread_id),
+            principal=principal,
+            decisions=decisions,
+            recursion_limit=recursion_limit,
+            sink=send,
+            mode=mode,
         )
         failure: list[BaseException] = []
 
@@ -189,8 +204,14 @@ class CompiledGraph:
         return _sync.iterate_sync(
             "stream",
             lambda: self.astream(
-                input, thread_id=thread_id, mode=mode, decisions=decisions, resume=resume,
-                checkpoint_id=checkpoint_id, principal=principal, recursion_limit=recursion_limit,
+                input,
+                thread_id=thread_id,
+                mode=mode,
+                decisions=decisions,
+                resume=resume,
+                checkpoint_id=checkpoint_id,
+                principal=principal,
+                recursion_limit=recursion_limit,
             ),
         )
 
@@ -237,9 +258,12 @@ class CompiledGraph:
         if not pending:
             raise NothingToResumeError(thread_id)
         if resume is not UNSET:
-            if isinstance(resume, Mapping) and all(isinstance(k, str) for k in resume) and all(
-                k in pending for k in resume
-            ) and resume:
+            if (
+                isinstance(resume, Mapping)
+                and all(isinstance(k, str) for k in resume)
+                and all(k in pending for k in resume)
+                and resume
+            ):
                 items = list(resume.items())
             elif isinstance(resume, Mapping) and any(k in pending for k in resume):
                 unknown = [k for k in resume if k not in pending]
@@ -289,15 +313,26 @@ class CompiledGraph:
         head = await store.get_checkpoint(th.thread_id, "", th.head)
         assert head is not None
         ck = CheckpointRecord(
-            new_checkpoint_id(), th.thread_id, "", head.id, head.step, "update",
-            dict(head.channel_versions), (),
+            new_checkpoint_id(),
+            th.thread_id,
+            "",
+            head.id,
+            head.step,
+            "update",
+            dict(head.channel_versions),
+            (),
             {"cancelled": {"reason": reason, "by": by, "pauses": list(th.pending_pause_ids)}},
-            now(), dict(head.channel_bases),
+            now(),
+            dict(head.channel_bases),
         )
         await self._leased(
             th.thread_id,
-            CommitBatch(checkpoint=ck, thread=ThreadUpdate("cancelled", ()),
-                        expected_head=th.head, check_head=True),
+            CommitBatch(
+                checkpoint=ck,
+                thread=ThreadUpdate("cancelled", ()),
+                expected_head=th.head,
+                check_head=True,
+            ),
         )
 
     def cancel(self, thread_id: str, *, reason: str, by: str | None = None) -> None:
@@ -328,7 +363,10 @@ class CompiledGraph:
         vals = await store.load_channels(thread_id, ck.ns, ck.channel_versions, ck.channel_bases)
         vals = {k: v for k, v in vals.items() if not k.startswith(plan.JOIN_PREFIX)}
         records = await store.load_tasks(thread_id, ck.ns, ck.id)
-        pauses = [pause_from_record(p) for p in await store.get_pauses(thread_id, list(pending_ids))]
+        pauses = [
+            pause_from_record(p)
+            for p in await store.get_pauses(thread_id, [PauseId(i) for i in pending_ids])
+        ]
         pauses = [p for p in pauses if p.checkpoint_id == ck.id]
         tasks = []
         for spec in ck.frontier:
@@ -336,9 +374,12 @@ class CompiledGraph:
             tp = tuple(p for p in pauses if p.id.startswith(f"{spec.id}:"))
             tasks.append(
                 TaskInfo(
-                    spec.id, spec.node,
+                    spec.id,
+                    spec.node,
                     "paused" if tp else (rec.status if rec is not None else "pending"),
-                    rec.attempts if rec else 0, rec.error if rec else None, tp,
+                    rec.attempts if rec else 0,
+                    rec.error if rec else None,
+                    tp,
                 )
             )
         return StateSnapshot(
@@ -373,7 +414,9 @@ class CompiledGraph:
         """Sync ``aget_state``."""
 
         async def go() -> StateSnapshot | None:
-            return await self.aget_state(thread_id, checkpoint_id=checkpoint_id, subgraphs=subgraphs)
+            return await self.aget_state(
+                thread_id, checkpoint_id=checkpoint_id, subgraphs=subgraphs
+            )
 
         return _sync.run_sync("get_state", go)
 
@@ -429,30 +472,53 @@ class CompiledGraph:
             version = next_version()
             prior = {**run.values, **run.joins}
             applied = apply_writes(
-                self.schema, prior, versions, bases, [(as_node or "update_state", values.items())],
+                self.schema,
+                prior,
+                versions,
+                bases,
+                [(as_node or "update_state", values.items())],
                 version,
             )
             writes = list(applied.writes)
             for k in sorted(set(applied.values) - set(applied.versions)):
                 writes.append(plan_set(k, version, applied.values[k]))
                 applied.versions[k] = version
-            run.values = {k: v for k, v in applied.values.items() if not k.startswith(plan.JOIN_PREFIX)}
+            run.values = {
+                k: v for k, v in applied.values.items() if not k.startswith(plan.JOIN_PREFIX)
+            }
             ck_id = new_checkpoint_id()
             if as_node is not None:
                 targets = await run._route_from(as_node, None)
             else:
-                targets = [t.node if not t.has_arg else plan.Send(t.node, t.arg)
-                           for t in (head.frontier if head else ())]
+                targets = [
+                    t.node if not t.has_arg else Send(t.node, t.arg)
+                    for t in (head.frontier if head else ())
+                ]
             frontier = plan.make_frontier(ck_id, "", targets)
             ck = CheckpointRecord(
-                ck_id, tid, "", head.id if head else None, head.step + 1 if head else -1,
-                "update", applied.versions, frontier, {"as_node": as_node}, now(), applied.bases,
+                ck_id,
+                tid,
+                "",
+                head.id if head else None,
+                head.step + 1 if head else -1,
+                "update",
+                applied.versions,
+                frontier,
+                {"as_node": as_node},
+                now(),
+                applied.bases,
             )
-            await store.commit(tid, owner, CommitBatch(
-                checkpoint=ck, channels=writes,
-                thread=ThreadUpdate("running" if frontier else "done", (), self.name),
-                expected_head=th.head, check_head=True,
-            ))
+            await store.commit(
+                tid,
+                owner,
+                CommitBatch(
+                    checkpoint=ck,
+                    channels=writes,
+                    thread=ThreadUpdate("running" if frontier else "done", (), self.name),
+                    expected_head=th.head,
+                    check_head=True,
+                ),
+            )
             return ck_id
         finally:
             await store.release_lease(tid, owner)

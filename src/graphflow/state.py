@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import operator
 import typing
 from collections.abc import Callable, Mapping
@@ -148,10 +149,8 @@ def _register_types(annotations: Any) -> None:
             if issubclass(tp, BaseModel) and tp is not BaseModel:
                 if not serde.is_registered(tp):
                     serde.register(tp)
-                try:
+                with contextlib.suppress(Exception):
                     stack.extend(get_type_hints(tp).values())
-                except Exception:
-                    pass
             elif issubclass(tp, enum.Enum) and not serde.is_registered(tp):
                 serde.register(tp)
         stack.extend(a for a in get_args(tp) if not isinstance(a, str | int | float))

@@ -29,8 +29,8 @@ def to_networkx(builder: StateGraph) -> nx.DiGraph:
             g.add_edge(s, t, kind="join")
     for src, branches in builder.edges.branches.items():
         for br in branches:
-            targets = br.targets if br.targets is not None else (*builder.nodes, END)
-            for t in targets:
+            possible = br.targets if br.targets is not None else (*builder.nodes, END)
+            for t in possible:
                 g.add_edge(src, t, kind="conditional")
     for name, spec in builder.nodes.items():
         for t in spec.destinations or ():
@@ -67,8 +67,10 @@ def validate(
             for t in br.targets or ():
                 if t not in known and t != END:
                     problems.append(
-                        (f"path map of conditional edge from {src!r} names unknown node {t!r}",
-                         (src, t))
+                        (
+                            f"path map of conditional edge from {src!r} names unknown node {t!r}",
+                            (src, t),
+                        )
                     )
     for name, spec in builder.nodes.items():
         for t in spec.destinations or ():
@@ -87,8 +89,11 @@ def validate(
     dead = sorted(known - outgoing)
     if dead:
         problems.append(
-            (f"dead end: nodes {dead} have no outgoing edge, conditional edge or declared "
-             "destinations (add an edge to END)", tuple(dead))
+            (
+                f"dead end: nodes {dead} have no outgoing edge, conditional edge or declared "
+                "destinations (add an edge to END)",
+                tuple(dead),
+            )
         )
     reachable = nx.descendants(g, START)
     unreachable = sorted(known - reachable)

@@ -77,9 +77,14 @@ def apply_writes(
         new = new_values[key]
         delta = None
         chain = bases.get(key)
-        if not force_set and isinstance(new, list) and isinstance(old, list) and key in versions:
-            if ch.append_only or _grew(old, new):
-                delta = new[len(old):]
+        if (
+            isinstance(new, list)
+            and isinstance(old, list)
+            and key in versions
+            and not force_set
+            and (ch.append_only or _grew(old, new))
+        ):
+            delta = new[len(old) :]
         if delta is not None:
             base, count = chain if chain is not None else (versions[key], 0)
             if count + 1 < COMPACT_EVERY:

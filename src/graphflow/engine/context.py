@@ -4,12 +4,13 @@ from __future__ import annotations
 
 import contextvars
 import inspect
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Callable, Coroutine, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 import anyio
 
+from checkpoints.models import PauseKind
 from graphflow.errors import GraphflowError
 
 if TYPE_CHECKING:
@@ -21,11 +22,11 @@ class PauseRequest:
     """A pause a node asks for: its stable key within the task, kind and value."""
 
     key: str
-    kind: str
+    kind: PauseKind
     value: Any
 
 
-class PauseSignal(BaseException):  # noqa: N818 - a control-flow signal, not an error
+class PauseSignal(BaseException):
     """Raised inside a node to stop it at pauses; the engine catches it.
 
     It derives from ``BaseException`` so that a node's ``except Exception`` does not swallow it.
@@ -131,7 +132,7 @@ class NodeContext:
         """Send a custom event to ``stream(..., mode="debug")`` consumers."""
         self._run.emit_custom(self.node, self.step, name, data)
 
-    def run_sync(self, fn: Callable[..., Awaitable[Any]], *args: Any) -> Any:
+    def run_sync(self, fn: Callable[..., Coroutine[Any, Any, Any]], *args: Any) -> Any:
         """Run a coroutine function from a sync node running in a worker thread."""
         return anyio.from_thread.run(fn, *args)
 

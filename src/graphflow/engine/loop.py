@@ -38,6 +38,7 @@ from checkpoints.models import (
     TaskSpec,
     ThreadId,
     ThreadRecord,
+    ThreadStatus,
     ThreadUpdate,
     new_checkpoint_id,
     next_version,
@@ -46,7 +47,13 @@ from checkpoints.models import (
 )
 from graphflow.engine import plan
 from graphflow.engine.apply import apply_writes
-from graphflow.engine.context import NodeContext, PauseRequest, PauseSignal, reset_current, set_current
+from graphflow.engine.context import (
+    NodeContext,
+    PauseRequest,
+    PauseSignal,
+    reset_current,
+    set_current,
+)
 from graphflow.errors import (
     AmbiguousResumeError,
     GraphflowError,
@@ -61,7 +68,15 @@ from graphflow.errors import (
     ThreadPausedError,
     UnknownPauseError,
 )
-from graphflow.types import Command, Event, Pause, RunResult, Send, ToolConfirmationPause, ToolConfirmationRequest
+from graphflow.types import (
+    Command,
+    Event,
+    Pause,
+    RunResult,
+    Send,
+    ToolConfirmationPause,
+    ToolConfirmationRequest,
+)
 
 if TYPE_CHECKING:
     from checkpoints import Checkpointer
@@ -96,7 +111,13 @@ def pause_from_record(rec: PauseRecord) -> Pause:
         req = rec.value.get("request")
         request = ToolConfirmationRequest(**req) if isinstance(req, Mapping) else None
         return ToolConfirmationPause(
-            rec.id, rec.kind, rec.node, rec.value, rec.thread_id, rec.checkpoint_id, created,
+            rec.id,
+            rec.kind,
+            rec.node,
+            rec.value,
+            rec.thread_id,
+            rec.checkpoint_id,
+            created,
             request,
         )
     return Pause(rec.id, rec.kind, rec.node, rec.value, rec.thread_id, rec.checkpoint_id, created)
@@ -130,7 +151,7 @@ class Run:
         self.values: dict[str, Any] = {}
         self.joins: dict[str, Any] = {}
         self.checkpoint: CheckpointRecord | None = None
-        self.known_pauses: dict[str, PauseRecord] = {}
+        self.known_pauses: dict[PauseId, PauseRecord] = {}
         self.answers: dict[str, Any] = {}
         self._loop_thread = threading.get_ident()
         self._unflushed: list[TaskRecord] = []
@@ -194,16 +215,19 @@ class Run:
             )
         except LeaseHeldError as e:
             raise ThreadBusyError(self.thread_id, e.owner) from e
+        result: RunResult | None = None
         try:
             async with anyio.create_task_group() as tg:
                 tg.start_soon(self._heartbeat)
                 try:
-                    return await self._execute(input, resume, checkpoint_id)
+                    result = await self._execute(input, resume, checkpoint_id)
                 finally:
                     tg.cancel_scope.cancel()
         finally:
             with anyio.CancelScope(shield=True):
                 await store.release_lease(self.thread_id, self.owner)
+        assert result is not None
+        return result
 
     async def _heartbeat(self) -> None:
         assert self.store is not None
@@ -263,7 +287,9 @@ class Run:
         version = next_version()
         if head is None:
             base_values = schema.initial()
-            applied = apply_writes(schema, base_values, {}, {}, [("input", update.items())], version)
+            applied = apply_writes(
+                schema, base_values, {}, {}, [("input", update.items())], version
+            )
             stored = {w.channel for w in applied.writes}
             for k in sorted(set(applied.values) - stored):
                 applied.versions[k] = version
@@ -286,20 +312,32 @@ class Run:
             )
             writes = applied.writes
             if forking:
-                writes += self._materialize(applied.bases, applied.values, version, applied.versions)
+                writes += self._materialize(
+                    applied.bases, applied.values, version, applied.versions
+                )
                 applied.bases = {}
             # A new run starts clean: join barriers of an earlier run are reset.
             for k in self.joins:
                 applied.versions.pop(k, None)
             self.joins = {}
-        self.values = {k: v for k, v in applied.values.items() if not k.startswith(plan.JOIN_PREFIX)}
+        self.values = {
+            k: v for k, v in applied.values.items() if not k.startswith(plan.JOIN_PREFIX)
+        }
         ck_id = new_checkpoint_id()
         targets = await self._route_from(plan.START_NODE, None)
         frontier = plan.make_frontier(ck_id, self.ns, targets)
         ck = CheckpointRecord(
-            ck_id, self.thread_id, self.ns, head.id if head else None,
-            head.step + 1 if head else -1, "input",
-            applied.versions, frontier, {}, now(), applied.bases,
+            ck_id,
+            self.thread_id,
+            self.ns,
+            head.id if head else None,
+            head.step + 1 if head else -1,
+            "input",
+            applied.versions,
+            frontier,
+            {},
+            now(),
+            applied.bases,
         )
         await self._commit_checkpoint(ck, writes, frontier)
 
@@ -329,21 +367,37 @@ class Run:
             for i, t in enumerate(src.frontier)
         )
         ck = CheckpointRecord(
-            ck_id, self.thread_id, self.ns, src.id, src.step, "fork", versions, frontier,
-            {"forked_from": src.id}, now(), {},
+            ck_id,
+            self.thread_id,
+            self.ns,
+            src.id,
+            src.step,
+            "fork",
+            versions,
+            frontier,
+            {"forked_from": src.id},
+            now(),
+            {},
         )
         await self._commit_checkpoint(ck, writes, frontier)
 
     async def _commit_checkpoint(
-        self, ck: CheckpointRecord, writes: list[Any], frontier: Sequence[TaskSpec],
+        self,
+        ck: CheckpointRecord,
+        writes: list[Any],
+        frontier: Sequence[TaskSpec],
         tasks: list[TaskRecord] | None = None,
     ) -> None:
-        status = "running" if frontier else "done"
+        status: ThreadStatus = "running" if frontier else "done"
         expected = self.thread.head if self.thread is not None else None
         await self._commit(
             CommitBatch(
-                ns=self.ns, tasks=tasks or [], checkpoint=ck, channels=writes,
-                thread=ThreadUpdate(status, (), self.graph.name), expected_head=expected,
+                ns=self.ns,
+                tasks=tasks or [],
+                checkpoint=ck,
+                channels=writes,
+                thread=ThreadUpdate(status, (), self.graph.name),
+                expected_head=expected,
                 check_head=True,
             )
         )
@@ -354,7 +408,12 @@ class Run:
         self.checkpoint = ck
         self.known_pauses = {}
         if self.sink is not None and self.mode == "debug":
-            self._emit("checkpoint", None, ck.step, {"checkpoint_id": ck.id, "next": [t.node for t in frontier]})
+            self._emit(
+                "checkpoint",
+                None,
+                ck.step,
+                {"checkpoint_id": ck.id, "next": [t.node for t in frontier]},
+            )
 
     # -- answers ------------------------------------------------------------------------------
     async def _take_answers(self, resume: Any) -> RunResult | None:
@@ -409,7 +468,9 @@ class Run:
             self._emit("pause", p.node, self.checkpoint.step + 1 if self.checkpoint else None, p)
         ck_id = self.checkpoint.id if self.checkpoint else None
         self._emit("paused", None, None, public)
-        return RunResult("paused", self.graph.schema.view(self.values), public, self.thread_id, ck_id)
+        return RunResult(
+            "paused", self.graph.schema.view(self.values), public, self.thread_id, ck_id
+        )
 
     # -- the superstep loop -------------------------------------------------------------------
     async def _loop(self, *, fresh: bool) -> RunResult:
@@ -419,7 +480,9 @@ class Run:
             assert ck is not None
             if not ck.frontier:
                 self._emit("done", None, ck.step, self.graph.schema.view(self.values))
-                return RunResult("done", self.graph.schema.view(self.values), [], self.thread_id, ck.id)
+                return RunResult(
+                    "done", self.graph.schema.view(self.values), [], self.thread_id, ck.id
+                )
             steps += 1
             if steps > self.recursion_limit:
                 raise RecursionLimitError(
@@ -448,7 +511,9 @@ class Run:
         for spec in ck.frontier:
             rec = records.get(spec.id)
             if rec is not None and rec.status == "completed" and rec.writes is not None:
-                outcomes[spec.id] = Outcome(spec, "completed", list(rec.writes), rec.routes, attempts=rec.attempts)
+                outcomes[spec.id] = Outcome(
+                    spec, "completed", list(rec.writes), rec.routes, attempts=rec.attempts
+                )
             elif spec.node in before and self.pause_id(spec.id, "before") not in self.answers:
                 pauses.append((spec, PauseRequest("before", "before", {"node": spec.node})))
             else:
@@ -462,9 +527,12 @@ class Run:
         for o in ordered:
             if o.status == "paused":
                 pauses += [(o.spec, p) for p in o.pauses]
-            elif o.status == "completed" and o.spec.node in after:
-                if self.pause_id(o.spec.id, "after") not in self.answers:
-                    pauses.append((o.spec, PauseRequest("after", "after", {"node": o.spec.node})))
+            elif (
+                o.status == "completed"
+                and o.spec.node in after
+                and self.pause_id(o.spec.id, "after") not in self.answers
+            ):
+                pauses.append((o.spec, PauseRequest("after", "after", {"node": o.spec.node})))
         if failed or pauses:
             return await self._stop(ck, step, failed, pauses)
         await self._advance(ck, step, ordered)
@@ -484,7 +552,12 @@ class Run:
         if len(specs) == 1:
             spec = specs[0]
             outcomes[spec.id] = await self._run_task(
-                spec, step, view, dict(memos.get(spec.id, {})), attempts.get(spec.id, 0), inline=True
+                spec,
+                step,
+                view,
+                dict(memos.get(spec.id, {})),
+                attempts.get(spec.id, 0),
+                inline=True,
             )
             self._running = 0
             self._unflushed.append(self._record(ck, outcomes[spec.id]))
@@ -492,7 +565,12 @@ class Run:
 
         async def one(spec: TaskSpec) -> None:
             o = await self._run_task(
-                spec, step, view, dict(memos.get(spec.id, {})), attempts.get(spec.id, 0), inline=False
+                spec,
+                step,
+                view,
+                dict(memos.get(spec.id, {})),
+                attempts.get(spec.id, 0),
+                inline=False,
             )
             outcomes[spec.id] = o
             self._unflushed.append(self._record(ck, o))
@@ -514,8 +592,13 @@ class Run:
 
     def _record(self, ck: CheckpointRecord, o: Outcome) -> TaskRecord:
         return TaskRecord(
-            ck.id, o.spec.id, o.spec.node, o.status,  # type: ignore[arg-type]
-            attempts=o.attempts, started_at=o.started_at, ended_at=o.ended_at,
+            ck.id,
+            o.spec.id,
+            o.spec.node,
+            o.status,  # type: ignore[arg-type]
+            attempts=o.attempts,
+            started_at=o.started_at,
+            ended_at=o.ended_at,
             error=f"{type(o.error).__name__}: {o.error}" if o.error is not None else None,
             writes=o.writes if o.status == "completed" else None,
             routes=o.routes,
@@ -539,8 +622,13 @@ class Run:
         while True:
             attempt += 1
             ctx = NodeContext(
-                self, task_id=spec.id, node=self._node_path(spec.node), step=step,
-                answers=self.answers, memos=memos, attempt=attempt,
+                self,
+                task_id=spec.id,
+                node=self._node_path(spec.node),
+                step=step,
+                answers=self.answers,
+                memos=memos,
+                attempt=attempt,
             )
             if self.sink is not None and self.mode == "debug":
                 self._emit("task_start", ctx.node, step, {"task_id": spec.id, "attempt": attempt})
@@ -553,7 +641,11 @@ class Run:
             except GraphflowError as e:
                 o = Outcome(spec, "failed", error=e)
             except Exception as e:
-                if retry is not None and attempt - prior_attempts < retry.max_attempts and isinstance(e, retry.retry_on):
+                if (
+                    retry is not None
+                    and attempt - prior_attempts < retry.max_attempts
+                    and isinstance(e, retry.retry_on)
+                ):
                     if retry.backoff:
                         await anyio.sleep(retry.backoff)
                     continue
@@ -562,7 +654,12 @@ class Run:
             o.started_at = started
             o.ended_at = now()
             if self.sink is not None and self.mode == "debug":
-                self._emit("task_end", ctx.node, step, {"task_id": spec.id, "status": o.status, "writes": dict(o.writes)})
+                self._emit(
+                    "task_end",
+                    ctx.node,
+                    step,
+                    {"task_id": spec.id, "status": o.status, "writes": dict(o.writes)},
+                )
             return o
 
     def _node_path(self, node: str) -> str:
@@ -585,7 +682,9 @@ class Run:
         routes: list[Any] | None = None
         if isinstance(result, Command):
             if result.goto is not None:
-                routes = plan.normalize_targets(result.goto, self.graph.nodes, f"Command.goto of node {node!r}")
+                routes = plan.normalize_targets(
+                    result.goto, self.graph.nodes, f"Command.goto of node {node!r}"
+                )
             result = result.update
         if result is None:
             return [], routes
@@ -618,21 +717,30 @@ class Run:
             rec = self.known_pauses.get(pid)
             if rec is None:
                 rec = PauseRecord(
-                    pid, self.thread_id, self.ns, ck.id, spec.id, self._node_path(spec.node),
-                    req.kind, req.value, created,  # type: ignore[arg-type]
+                    pid,
+                    self.thread_id,
+                    self.ns,
+                    ck.id,
+                    spec.id,
+                    self._node_path(spec.node),
+                    req.kind,
+                    req.value,
+                    created,
                 )
                 new_pauses.append(rec)
             all_pauses.append(rec)
         pending = tuple(p.id for p in all_pauses)
-        status = "failed" if failed else "paused"
+        status: ThreadStatus = "failed" if failed else "paused"
         await self._commit(
             CommitBatch(
-                ns=self.ns, tasks=records, pauses=new_pauses,
-                thread=ThreadUpdate(status, pending if not failed else pending, self.graph.name),  # type: ignore[arg-type]
+                ns=self.ns,
+                tasks=records,
+                pauses=new_pauses,
+                thread=ThreadUpdate(status, pending, self.graph.name),
             )
         )
         if self.thread is not None:
-            self.thread.status = status  # type: ignore[assignment]
+            self.thread.status = status
             self.thread.pending_pause_ids = pending
         if failed:
             first = failed[0]
@@ -640,7 +748,9 @@ class Run:
             assert err is not None
             if isinstance(err, GraphflowError):
                 raise err
-            raise NodeError(self._node_path(first.spec.node), err, thread_id=self.thread_id) from err
+            raise NodeError(
+                self._node_path(first.spec.node), err, thread_id=self.thread_id
+            ) from err
         return self._paused_result(all_pauses)
 
     async def _advance(self, ck: CheckpointRecord, step: int, ordered: list[Outcome]) -> None:
@@ -649,10 +759,16 @@ class Run:
         version = next_version()
         prior = {**self.values, **self.joins}
         applied = apply_writes(
-            schema, prior, ck.channel_versions, ck.channel_bases,
-            [(o.spec.node, o.writes) for o in by_name], version,
+            schema,
+            prior,
+            ck.channel_versions,
+            ck.channel_bases,
+            [(o.spec.node, o.writes) for o in by_name],
+            version,
         )
-        self.values = {k: v for k, v in applied.values.items() if not k.startswith(plan.JOIN_PREFIX)}
+        self.values = {
+            k: v for k, v in applied.values.items() if not k.startswith(plan.JOIN_PREFIX)
+        }
         if self.sink is not None:
             if self.mode in ("updates", "debug"):
                 self._emit("updates", None, step, {o.spec.node: dict(o.writes) for o in by_name})
@@ -667,7 +783,9 @@ class Run:
         edges = self.graph.edges
         extra: dict[str, Any] = {}
         if edges.joins:
-            fired, changed = plan.advance_joins(edges.joins, self.joins, [o.spec.node for o in by_name])
+            fired, changed = plan.advance_joins(
+                edges.joins, self.joins, [o.spec.node for o in by_name]
+            )
             targets += fired
             for k, v in changed.items():
                 self.joins[k] = v
@@ -680,8 +798,17 @@ class Run:
         ck_id = new_checkpoint_id()
         frontier = plan.make_frontier(ck_id, self.ns, targets)
         new = CheckpointRecord(
-            ck_id, self.thread_id, self.ns, ck.id, step, "loop", versions, frontier, {},
-            now(), applied.bases,
+            ck_id,
+            self.thread_id,
+            self.ns,
+            ck.id,
+            step,
+            "loop",
+            versions,
+            frontier,
+            {},
+            now(),
+            applied.bases,
         )
         records = self._unflushed
         self._unflushed = []
@@ -733,4 +860,3 @@ def _is_pause_map(resume: Any) -> bool:
         and bool(resume)
         and all(isinstance(k, str) and _PAUSE_ID.match(k) for k in resume)
     )
-

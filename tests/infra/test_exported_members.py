@@ -1,0 +1,68 @@
+"""Pin each package's public names (STYLE.md #5): a change here is an API change."""
+
+from __future__ import annotations
+
+import importlib
+
+import pytest
+
+EXPECTED = {
+    "graphflow": [
+        "AmbiguousResumeError",
+        "Command",
+        "CompiledGraph",
+        "END",
+        "Event",
+        "GraphValidationError",
+        "GraphflowError",
+        "InvalidArgumentError",
+        "InvalidRouteError",
+        "InvalidUpdateError",
+        "NodeContext",
+        "NodeError",
+        "NothingToResumeError",
+        "Pause",
+        "RecursionLimitError",
+        "RetryPolicy",
+        "RunResult",
+        "START",
+        "Send",
+        "StateGraph",
+        "StateSnapshot",
+        "TaskInfo",
+        "ThreadBusyError",
+        "ThreadCancelledError",
+        "ThreadNotFoundError",
+        "ThreadPausedError",
+        "ToolConfirmationPause",
+        "ToolConfirmationRequest",
+        "UnknownPauseError",
+        "interrupt",
+    ],
+    "checkpoints": [
+        "AnswerRecord", "ChannelWrite", "CheckpointError", "CheckpointRecord", "Checkpointer",
+        "CommitBatch", "CorruptCheckpointError", "DecisionRecord", "DispatchConflictError",
+        "DispatchRecord", "HeadConflictError", "LeaseHeldError", "LeaseLostError", "MemoRecord",
+        "MemoryCheckpointer", "PauseRecord", "SchemaVersionError", "SerializationError",
+        "SqliteCheckpointer", "TaskRecord", "TaskSpec", "ThreadInfo", "ThreadNotFoundError",
+        "ThreadRecord", "ThreadUpdate",
+    ],
+}
+
+
+@pytest.mark.parametrize("module", sorted(EXPECTED))
+def test_all_is_pinned_and_sorted(module: str) -> None:
+    mod = importlib.import_module(module)
+    assert list(mod.__all__) == EXPECTED[module]
+    assert sorted(mod.__all__) == list(mod.__all__)
+    for name in mod.__all__:
+        assert hasattr(mod, name), name
+
+
+@pytest.mark.parametrize("module", sorted(EXPECTED))
+def test_public_names_have_docstrings(module: str) -> None:
+    mod = importlib.import_module(module)
+    for name in mod.__all__:
+        obj = getattr(mod, name)
+        if callable(obj) and not isinstance(obj, str):
+            assert obj.__doc__, f"{module}.{name} has no docstring"
