@@ -30,14 +30,40 @@ __all__ = ["MIGRATIONS", "SCHEMA_VERSION", "apply", "pending"]
 Migration = tuple[str, Callable[[Database], None]]
 
 
+def _table(
+    db: Database,
+    name: str,
+    columns: dict[str, type],
+    pk: str | tuple[str, ...],
+    *,
+    nullable: tuple[str, ...] = (),
+    without_rowid: bool = False,
+) -> None:
+    """Create a table whose columns are NOT NULL except ``nullable``.
+
+    ``without_rowid`` stores rows in the primary-key b-tree itself: one b-tree (one page
+    written per insert) instead of a table plus its key index. Used where rows are read in
+    key order anyway; tables read in insertion order keep their rowid.
+    """
+    not_null = set(columns) - set(nullable)
+    if not without_rowid:
+        db.table(name).create(columns, pk=pk, not_null=not_null)
+        return
+    sql = db.create_table_sql(name, columns, pk=pk, not_null=not_null)
+    db.execute(sql.rstrip().rstrip(";") + " WITHOUT ROWID")
+
+
 def _initial(db: Database) -> None:
     """Tables of DESIGN.md "Stored records".
 
     Blobs are ``checkpoints.serde`` bytes; NULL stands for an empty or ``None`` value where
-    noted, so small records stay small. Append-only tables (answers, decisions) keep an
-    explicit ``seq`` so that "oldest first" and "latest wins" follow insertion order.
+    noted, so small records stay small. Tasks, memos and pauses are upserted and read in
+    first-insertion order (their rowid); append-only tables (answers, decisions) have an
+    explicit ``seq``, so "oldest first" and "latest wins" follow insertion order.
     """
-    db.table("threads").create(
+    _table(
+        db,
+        "threads",
         {
             "thread_id": str,
             "status": str,
@@ -46,16 +72,18 @@ def _initial(db: Database) -> None:
             "lease_owner": str,
             "lease_expires_at": float,
             "pending_pause_ids": bytes,  # NULL when there are none
-            "pending_count": int,  # len(pending_pause_ids), so listing decodes nothing
+            "pending_count": int,  # len(pending_pause_ids): listing decodes nothing
             "created_at": float,
             "updated_at": float,
         },
-        pk="thread_id",
-        not_null={"thread_id", "status", "pending_count", "created_at", "updated_at"},
+        "thread_id",
+        nullable=("head", "graph_name", "lease_owner", "lease_expires_at", "pending_pause_ids"),
     )
-    # list_threads(status): newest first, straight from the index.
+    # list_threads(status), newest first: a backwards range of this index.
     db.table("threads").create_index(["status", "updated_at", "thread_id"], "threads_by_status")
-    db.table("checkpoints").create(
+    _table(
+        db,
+        "checkpoints",
         {
             "thread_id": str,
             "ns": str,
@@ -68,37 +96,34 @@ def _initial(db: Database) -> None:
             "body": bytes,  # [frontier as [id, node, has_arg, arg] lists, metadata]
             "created_at": float,
         },
-        pk=("thread_id", "ns", "id"),
-        not_null={
-            "thread_id",
-            "ns",
-            "id",
-            "step",
-            "source",
-            "channel_versions",
-            "body",
-            "created_at",
-        },
+        ("thread_id", "ns", "id"),
+        nullable=("parent_id", "channel_bases"),
+        without_rowid=True,
     )
-    db.table("channels").create(
+    _table(
+        db,
+        "channels",
         {
             "thread_id": str,
             "ns": str,
             "channel": str,
             "version": int,
-            "kind": str,
-            "base": int,  # a set row's own version, so its chain is one index range
+            "kind": str,  # "set" or "append"
+            "base": int,  # an append's base; a set row's own version (its chain starts there)
             "blob": bytes,
         },
-        pk=("thread_id", "ns", "channel", "version"),
-        not_null={"thread_id", "ns", "channel", "version", "kind", "blob"},
+        ("thread_id", "ns", "channel", "version"),
+        nullable=("base",),
+        without_rowid=True,
     )
-    # A list channel = the set row at its base + the append rows of that base, in version
-    # order: one range of this index.
+    # A list channel is the set row at its base plus the append rows of that base up to the
+    # version, in version order: one range of this index.
     db.table("channels").create_index(
         ["thread_id", "ns", "channel", "base", "version"], "channels_chain"
     )
-    db.table("tasks").create(
+    _table(
+        db,
+        "tasks",
         {
             "thread_id": str,
             "ns": str,
@@ -112,10 +137,12 @@ def _initial(db: Database) -> None:
             "error": str,
             "body": bytes,  # [writes, routes]; NULL when both are None
         },
-        pk=("thread_id", "ns", "checkpoint_id", "task_id"),
-        not_null={"thread_id", "ns", "checkpoint_id", "task_id", "node", "status", "attempts"},
+        ("thread_id", "ns", "checkpoint_id", "task_id"),
+        nullable=("started_at", "ended_at", "error", "body"),
     )
-    db.table("memos").create(
+    _table(
+        db,
+        "memos",
         {
             "thread_id": str,
             "ns": str,
@@ -125,10 +152,11 @@ def _initial(db: Database) -> None:
             "value": bytes,
             "created_at": float,
         },
-        pk=("thread_id", "ns", "checkpoint_id", "task_id", "key"),
-        not_null={"thread_id", "ns", "checkpoint_id", "task_id", "key", "value", "created_at"},
+        ("thread_id", "ns", "checkpoint_id", "task_id", "key"),
     )
-    db.table("pauses").create(
+    _table(
+        db,
+        "pauses",
         {
             "thread_id": str,
             "id": str,
@@ -140,20 +168,11 @@ def _initial(db: Database) -> None:
             "value": bytes,
             "created_at": float,
         },
-        pk=("thread_id", "id"),
-        not_null={
-            "thread_id",
-            "id",
-            "ns",
-            "checkpoint_id",
-            "task_id",
-            "node",
-            "kind",
-            "value",
-            "created_at",
-        },
+        ("thread_id", "id"),
     )
-    db.table("answers").create(
+    _table(
+        db,
+        "answers",
         {
             "seq": int,
             "thread_id": str,
@@ -163,11 +182,13 @@ def _initial(db: Database) -> None:
             "reason": str,
             "created_at": float,
         },
-        pk="seq",
-        not_null={"thread_id", "pause_id", "value", "created_at"},
+        "seq",
+        nullable=("by", "reason"),
     )
     db.table("answers").create_index(["thread_id"], "answers_by_thread")
-    db.table("decisions").create(
+    _table(
+        db,
+        "decisions",
         {
             "seq": int,
             "thread_id": str,
@@ -180,12 +201,14 @@ def _initial(db: Database) -> None:
             "note": str,
             "created_at": float,
         },
-        pk="seq",
-        not_null={"thread_id", "call_id", "verdict", "applied", "created_at"},
+        "seq",
+        nullable=("fingerprint", "by", "reason", "note"),
     )
     db.table("decisions").create_index(["thread_id", "call_id"], "decisions_by_call")
     # The primary key is the at-most-once guard of promise 4: a second claim cannot insert.
-    db.table("dispatches").create(
+    _table(
+        db,
+        "dispatches",
         {
             "thread_id": str,
             "call_id": str,
@@ -198,8 +221,8 @@ def _initial(db: Database) -> None:
             "claimed_at": float,
             "completed_at": float,
         },
-        pk=("thread_id", "call_id"),
-        not_null={"thread_id", "call_id", "tool", "owner", "status", "claimed_at"},
+        ("thread_id", "call_id"),
+        nullable=("fingerprint", "result", "error", "completed_at"),
     )
 
 
