@@ -134,7 +134,7 @@ class NodeContext:
 
     def run_sync(self, fn: Callable[..., Coroutine[Any, Any, Any]], *args: Any) -> Any:
         """Run a coroutine function from a sync node running in a worker thread."""
-        return anyio.from_thread.run(fn, *args)
+        return anyio.from_thread.run(fn, *args, token=self._run.token)
 
 
 def current_context() -> NodeContext:

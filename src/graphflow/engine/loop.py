@@ -11,15 +11,18 @@ The order of durable writes (DESIGN.md promises 1, 2, 7):
 
 from __future__ import annotations
 
+import contextvars
 import inspect
 import re
 import threading
-from collections.abc import Mapping, Sequence
+import time
+from collections.abc import Awaitable, Callable, Mapping, Sequence
+from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 import anyio
-import anyio.abc
+import anyio.lowlevel
 from anyio.streams.memory import MemoryObjectSendStream
 from pydantic import BaseModel
 
@@ -154,6 +157,7 @@ class Run:
         self.known_pauses: dict[PauseId, PauseRecord] = {}
         self.answers: dict[str, Any] = {}
         self._loop_thread = threading.get_ident()
+        self.token = anyio.lowlevel.current_token()
         self._unflushed: list[TaskRecord] = []
         self._running = 0
         self._flush_lock = anyio.Lock()
@@ -170,7 +174,7 @@ class Run:
             if threading.get_ident() == self._loop_thread:
                 self.sink.send_nowait(ev)
             else:
-                anyio.from_thread.run_sync(self.sink.send_nowait, ev)
+                anyio.from_thread.run_sync(self.sink.send_nowait, ev, token=self.token)
 
     def emit_custom(self, node: str, step: int, name: str, data: Any) -> None:
         """A node's ``ctx.emit``: a ``custom`` event in debug mode."""
@@ -547,40 +551,51 @@ class Run:
         attempts: Mapping[TaskId, int],
         outcomes: dict[TaskId, Outcome],
     ) -> None:
+        """Run a step's tasks: async nodes as tasks of a task group, sync nodes in threads.
+
+        A step with a single task calls a sync node directly: a thread hop costs more than
+        most nodes, and nothing else of this run could proceed meanwhile.
+        """
         view = self.graph.schema.view(self.values) if any(not s.has_arg for s in specs) else None
         self._running = len(specs)
-        if len(specs) == 1:
-            spec = specs[0]
-            outcomes[spec.id] = await self._run_task(
-                spec,
-                step,
-                view,
-                dict(memos.get(spec.id, {})),
-                attempts.get(spec.id, 0),
-                inline=True,
-            )
-            self._running = 0
-            self._unflushed.append(self._record(ck, outcomes[spec.id]))
-            return
 
-        async def one(spec: TaskSpec) -> None:
-            o = await self._run_task(
-                spec,
-                step,
-                view,
-                dict(memos.get(spec.id, {})),
-                attempts.get(spec.id, 0),
-                inline=False,
-            )
-            outcomes[spec.id] = o
-            self._unflushed.append(self._record(ck, o))
-            self._running -= 1
+        def job(spec: TaskSpec) -> _Job:
+            return _Job(spec, step, view, dict(memos.get(spec.id, {})), attempts.get(spec.id, 0))
+
+        async def finished(*done: Outcome) -> None:
+            for o in done:
+                outcomes[o.spec.id] = o
+                self._unflushed.append(self._record(ck, o))
+            self._running -= len(done)
             if self._running > 0:
                 await self._flush()
 
+        if len(specs) == 1:
+            o = await self._run_task(job(specs[0]), inline=True)
+            outcomes[o.spec.id] = o
+            self._running = 0
+            self._unflushed.append(self._record(ck, o))
+            return
+        sync = [s for s in specs if not self.graph.nodes[s.node].is_async]
         async with anyio.create_task_group() as tg:
             for spec in specs:
-                tg.start_soon(one, spec)
+                if self.graph.nodes[spec.node].is_async:
+                    tg.start_soon(self._async_job, job(spec), finished)
+            if sync:
+                await self._sync_jobs([job(s) for s in sync], finished)
+
+    async def _async_job(self, job: _Job, finished: Callable[..., Awaitable[None]]) -> None:
+        await finished(await self._run_task(job, inline=False))
+
+    async def _sync_jobs(self, jobs: list[_Job], finished: Callable[..., Awaitable[None]]) -> None:
+        """Run sync nodes in a thread pool; wake the loop once per batch of completions."""
+        pool = _node_pool()
+        pending = {pool.submit(contextvars.copy_context().run, self._thread_task, j) for j in jobs}
+        while pending:
+            done, pending = await anyio.to_thread.run_sync(
+                _wait_some, pending, abandon_on_cancel=True
+            )
+            await finished(*sorted((f.result() for f in done), key=lambda o: o.spec.node))
 
     async def _flush(self) -> None:
         """Commit the records of tasks that finished while siblings still run."""
@@ -604,63 +619,107 @@ class Run:
             routes=o.routes,
         )
 
-    async def _run_task(
-        self,
-        spec: TaskSpec,
-        step: int,
-        view: Any,
-        memos: dict[str, Any],
-        prior_attempts: int,
-        *,
-        inline: bool,
-    ) -> Outcome:
-        node = self.graph.nodes[spec.node]
-        state = spec.arg if spec.has_arg else view
-        retry = node.retry
-        attempt = prior_attempts
+    def _context(self, job: _Job, attempt: int) -> NodeContext:
+        return NodeContext(
+            self,
+            task_id=job.spec.id,
+            node=self._node_path(job.spec.node),
+            step=job.step,
+            answers=self.answers,
+            memos=job.memos,
+            attempt=attempt,
+        )
+
+    def _retry(self, node: NodeSpec, exc: BaseException | None, tries: int) -> float | None:
+        """Seconds to wait before retrying a failed attempt, or None: do not retry."""
+        policy = node.retry
+        if (
+            policy is None
+            or exc is None
+            or isinstance(exc, PauseSignal | GraphflowError)
+            or not isinstance(exc, policy.retry_on)
+            or tries >= policy.max_attempts
+        ):
+            return None
+        return policy.backoff
+
+    async def _run_task(self, job: _Job, *, inline: bool) -> Outcome:
+        node = self.graph.nodes[job.spec.node]
+        state = job.spec.arg if job.spec.has_arg else job.view
+        attempt = job.prior_attempts
         started = now()
         while True:
             attempt += 1
-            ctx = NodeContext(
-                self,
-                task_id=spec.id,
-                node=self._node_path(spec.node),
-                step=step,
-                answers=self.answers,
-                memos=memos,
-                attempt=attempt,
-            )
-            if self.sink is not None and self.mode == "debug":
-                self._emit("task_start", ctx.node, step, {"task_id": spec.id, "attempt": attempt})
+            ctx = self._context(job, attempt)
+            self._task_start(ctx, job)
+            result: Any = None
+            exc: BaseException | None = None
             try:
                 result = await self._call(node, state, ctx, inline)
+            except (PauseSignal, Exception) as e:
+                exc = e
+            wait = self._retry(node, exc, attempt - job.prior_attempts)
+            if wait is None:
+                return self._finish(ctx, job, result, exc, attempt, started)
+            await anyio.sleep(wait)
+
+    def _thread_task(self, job: _Job) -> Outcome:
+        """``_run_task`` for a sync node, run in a worker thread."""
+        node = self.graph.nodes[job.spec.node]
+        state = job.spec.arg if job.spec.has_arg else job.view
+        args_ctx = node.takes_ctx
+        attempt = job.prior_attempts
+        started = now()
+        while True:
+            attempt += 1
+            ctx = self._context(job, attempt)
+            self._task_start(ctx, job)
+            result: Any = None
+            exc: BaseException | None = None
+            token = set_current(ctx)
+            try:
+                result = node.fn(state, ctx) if args_ctx else node.fn(state)
+            except (PauseSignal, Exception) as e:
+                exc = e
+            finally:
+                reset_current(token)
+            wait = self._retry(node, exc, attempt - job.prior_attempts)
+            if wait is None:
+                return self._finish(ctx, job, result, exc, attempt, started)
+            time.sleep(wait)
+
+    def _task_start(self, ctx: NodeContext, job: _Job) -> None:
+        if self.sink is not None and self.mode == "debug":
+            data = {"task_id": job.spec.id, "attempt": ctx.attempt}
+            self._emit("task_start", ctx.node, job.step, data)
+
+    def _finish(
+        self,
+        ctx: NodeContext,
+        job: _Job,
+        result: Any,
+        exc: BaseException | None,
+        attempt: int,
+        started: float,
+    ) -> Outcome:
+        spec = job.spec
+        if isinstance(exc, PauseSignal):
+            o = Outcome(spec, "paused", pauses=exc.pauses)
+        elif exc is not None:
+            o = Outcome(spec, "failed", error=exc)
+        else:
+            try:
                 writes, routes = self._normalize(spec.node, result)
                 o = Outcome(spec, "completed", writes, routes)
-            except PauseSignal as p:
-                o = Outcome(spec, "paused", pauses=p.pauses)
             except GraphflowError as e:
                 o = Outcome(spec, "failed", error=e)
-            except Exception as e:
-                if (
-                    retry is not None
-                    and attempt - prior_attempts < retry.max_attempts
-                    and isinstance(e, retry.retry_on)
-                ):
-                    if retry.backoff:
-                        await anyio.sleep(retry.backoff)
-                    continue
-                o = Outcome(spec, "failed", error=e)
-            o.attempts = attempt
-            o.started_at = started
-            o.ended_at = now()
-            if self.sink is not None and self.mode == "debug":
-                self._emit(
-                    "task_end",
-                    ctx.node,
-                    step,
-                    {"task_id": spec.id, "status": o.status, "writes": dict(o.writes)},
-                )
-            return o
+        o.attempts = attempt
+        o.started_at = started
+        o.ended_at = now()
+        if self.sink is not None and self.mode == "debug":
+            data = {"task_id": spec.id, "status": o.status, "writes": dict(o.writes)}
+            self._emit("task_end", ctx.node, job.step, data)
+        return o
 
     def _node_path(self, node: str) -> str:
         return f"{self.graph.path_prefix}{node}"
@@ -831,6 +890,32 @@ class Run:
                     res, self.graph.nodes, f"conditional edge from {node!r}", br.path_map
                 )
         return targets
+
+
+@dataclass(slots=True)
+class _Job:
+    """What a task needs to run: its spec, step, the state it sees and its memos."""
+
+    spec: TaskSpec
+    step: int
+    view: Any
+    memos: dict[str, Any]
+    prior_attempts: int
+
+
+_POOL: list[ThreadPoolExecutor] = []
+
+
+def _node_pool() -> ThreadPoolExecutor:
+    """The process-wide pool sync nodes of parallel steps run in."""
+    if not _POOL:
+        _POOL.append(ThreadPoolExecutor(max_workers=32, thread_name_prefix="graphflow-node"))
+    return _POOL[0]
+
+
+def _wait_some(pending: set[Future[Outcome]]) -> tuple[set[Future[Outcome]], set[Future[Outcome]]]:
+    done, rest = wait(pending, return_when=FIRST_COMPLETED)
+    return set(done), set(rest)
 
 
 def _set(key: str, version: int, value: Any) -> Any:
