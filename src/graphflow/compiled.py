@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import math
 import uuid
-from collections.abc import AsyncIterator, Awaitable, Callable, Iterator, Mapping, Sequence
+from collections.abc import AsyncIterator, Iterator, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 import anyio
@@ -17,7 +17,6 @@ from checkpoints.models import (
     CheckpointRecord,
     CommitBatch,
     PauseId,
-    PauseRecord,
     ThreadId,
     ThreadInfo,
     ThreadStatus,
@@ -44,14 +43,8 @@ if TYPE_CHECKING:
     from checkpoints import Checkpointer
     from graphflow.builder import StateGraph
 
-DecisionHook = Callable[[Run, Sequence[PauseRecord]], Awaitable[dict[str, Any]]]
-
-
 class CompiledGraph:
     """A validated graph, ready to run. Build it with ``StateGraph.compile()``."""
-
-    decision_hook: DecisionHook | None = None
-    """How ``decisions=`` answer tool-confirmation pauses (set by ``graphflow.agents``)."""
 
     def __init__(
         self,
@@ -278,14 +271,14 @@ class CompiledGraph:
                 [AnswerRecord(PauseId(k), ThreadId(thread_id), v, by, reason) for k, v in items]
             )
         if decisions:
-            submit = self.decision_submit
-            if submit is None:
-                raise InvalidArgumentError(
-                    "decisions= need graphflow.agents (import it to answer tool calls)"
-                )
-            await submit(self, ThreadId(thread_id), decisions, by, reason)
+            from graphflow.auth.decisions import match_decisions
 
-    decision_submit: Callable[..., Awaitable[None]] | None = None
+            records = await store.get_pauses(th.thread_id, list(th.pending_pause_ids))
+            if reason is not None:
+                decisions = {k: _with_reason(v, reason) for k, v in decisions.items()}
+            answers, decided = match_decisions(thread_id, records, decisions, by=by)
+            await store.put_decisions(decided)
+            await store.put_answers(answers)
 
     def submit(
         self,
@@ -539,6 +532,13 @@ class CompiledGraph:
         from graphflow.drawing import draw_mermaid
 
         return draw_mermaid(self.builder)
+
+
+def _with_reason(value: Any, reason: str) -> Any:
+    from graphflow.auth.decisions import Decision
+
+    d = Decision.coerce(value)
+    return d if d.reason is not None else Decision(d.verdict, d.fingerprint, d.by, reason)
 
 
 def plan_set(key: str, version: int, value: Any) -> Any:

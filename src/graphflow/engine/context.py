@@ -4,13 +4,13 @@ from __future__ import annotations
 
 import contextvars
 import inspect
-from collections.abc import Callable, Coroutine, Mapping
+from collections.abc import Awaitable, Callable, Coroutine, Mapping
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NoReturn
 
 import anyio
 
-from checkpoints.models import PauseKind
+from checkpoints.models import CallId, DecisionRecord, DispatchRecord, PauseKind, ThreadId
 from graphflow.errors import GraphflowError
 
 if TYPE_CHECKING:
@@ -124,6 +124,51 @@ class NodeContext:
         self._memos[key] = result
         return result
 
+    def pause(self, *requests: PauseRequest) -> NoReturn:
+        """Stop the node at one or more pauses (custom kinds such as tool confirmation)."""
+        raise PauseSignal(list(requests))
+
+    async def dispatch_once(
+        self,
+        call_id: str,
+        tool: str,
+        fingerprint: str | None,
+        fn: Callable[[], Awaitable[Any]],
+        *,
+        force: bool = False,
+    ) -> DispatchOutcome:
+        """Run a side effect at most once per (thread, call id) (DESIGN.md promise 4).
+
+        The claim is committed before ``fn`` runs and the outcome after. When the call was
+        already claimed, its recorded outcome is returned without running ``fn``; a claim
+        without an outcome (a crash in between) is reported as ``"unknown"`` unless ``force``
+        (a human confirmed it did not run, or the tool is idempotent) runs it again.
+        """
+        store = self._run.store
+        if store is None:
+            return await _run_outcome(fn)
+        tid = ThreadId(self.thread_id)
+        cid = CallId(call_id)
+        claimed = await store.claim_dispatch(
+            DispatchRecord(tid, cid, tool, fingerprint, self._run.owner)
+        )
+        if not claimed:
+            rec = await store.get_dispatch(tid, cid)
+            if rec is not None and rec.status != "claimed":
+                return DispatchOutcome(rec.status, rec.result, rec.error)
+            if not force:
+                return DispatchOutcome("unknown")
+        out = await _run_outcome(fn)
+        await store.complete_dispatch(
+            tid, cid, status=out.status, result=out.result, error=out.error
+        )
+        return out
+
+    async def record_decision(self, record: DecisionRecord) -> None:
+        """Append a decision record (for example one made by a confirmation handler)."""
+        if self._run.store is not None:
+            await self._run.store.put_decisions([record])
+
     def has_memo(self, name: str) -> bool:
         """Whether a memoized step with this exact key was committed."""
         return name in self._memos
@@ -135,6 +180,22 @@ class NodeContext:
     def run_sync(self, fn: Callable[..., Coroutine[Any, Any, Any]], *args: Any) -> Any:
         """Run a coroutine function from a sync node running in a worker thread."""
         return anyio.from_thread.run(fn, *args, token=self._run.token)
+
+
+@dataclass(frozen=True, slots=True)
+class DispatchOutcome:
+    """The outcome of ``dispatch_once``: ``succeeded``, ``failed`` or ``unknown``."""
+
+    status: str
+    result: Any = None
+    error: str | None = None
+
+
+async def _run_outcome(fn: Callable[[], Awaitable[Any]]) -> DispatchOutcome:
+    try:
+        return DispatchOutcome("succeeded", await fn())
+    except Exception as e:
+        return DispatchOutcome("failed", None, f"{type(e).__name__}: {e}")
 
 
 def current_context() -> NodeContext:

@@ -425,7 +425,7 @@ class Run:
         assert self.store is not None and self.thread is not None
         pending_ids = list(self.thread.pending_pause_ids)
         if not pending_ids:
-            if resume is not UNSET:
+            if resume is not UNSET or self.decisions:
                 raise NothingToResumeError(self.thread_id)
             return None
         records = await self.store.get_pauses(self.thread_id, [PauseId(p) for p in pending_ids])
@@ -454,17 +454,27 @@ class Run:
                 for p in records
                 if p.kind in GATE_KINDS
             ]
+        if self.decisions:
+            from graphflow.auth.decisions import match_decisions
+
+            answers, decided = match_decisions(self.thread_id, records, self.decisions, by=by)
+            new += answers
+            await self.store.put_decisions(decided)
         if new:
             await self.store.put_answers(new)
-        stored = await self.store.load_answers(self.thread_id, [PauseId(p) for p in pending_ids])
-        self.answers = {k: a.value for k, a in stored.items()}
-        hook = self.graph.decision_hook
-        if self.decisions and hook is not None:
-            answered = await hook(self, records)
-            self.answers.update(answered)
+        await self._load_answers()
         if not any(p in self.answers for p in pending_ids):
             return self._paused_result([pending[p] for p in pending_ids if p in pending])
         return None
+
+    async def _load_answers(self) -> None:
+        """Answers to pauses of the head's tasks (earlier pauses of a rerun node included)."""
+        assert self.store is not None and self.checkpoint is not None
+        tasks = {t.id for t in self.checkpoint.frontier}
+        stored = await self.store.load_answers(self.thread_id)
+        self.answers = {
+            k: a.value for k, a in stored.items() if k.partition(":")[0] in tasks
+        }
 
     def _paused_result(self, pauses: Sequence[PauseRecord]) -> RunResult:
         public = [pause_from_record(p) for p in pauses]
@@ -506,8 +516,7 @@ class Run:
             records = await self.store.load_tasks(self.thread_id, self.ns, ck.id)
             memos = await self.store.load_memos(self.thread_id, self.ns, ck.id)
             if not self.answers:
-                stored = await self.store.load_answers(self.thread_id)
-                self.answers = {k: a.value for k, a in stored.items()}
+                await self._load_answers()
         outcomes: dict[TaskId, Outcome] = {}
         to_run: list[TaskSpec] = []
         pauses: list[tuple[TaskSpec, PauseRequest]] = []
