@@ -1,37 +1,31 @@
 """Safe msgpack serialization of checkpoint values (DESIGN.md promises 8 and 10).
 
-Plain data (None, bool, int, float, str, bytes, list, dict) is packed by msgpack's C code
-without per-item Python work. Every other supported value reaches the ``default`` hook and
-becomes a msgpack extension whose payload is itself msgpack written by this module:
+Plain data (None, bool, int, float, str, bytes, list, dict) is packed and unpacked by
+msgpack's C code without per-item Python work. Other supported values reach the ``default``
+hook, which turns them into msgpack extension types (code: type, payload):
 
-====  ===========  ==========================================================
-code  type         payload
-====  ===========  ==========================================================
-1     int          beyond 64 bits: signed big-endian two's complement bytes
-2     tuple        list of items
-3     set          list of items
-4     frozenset    list of items
-5     datetime     [year, month, day, hour, minute, second, microsecond, fold, tz]
-6     date         [year, month, day]
-7     time         [hour, minute, second, microsecond, fold, tz]
-8     timedelta    [days, seconds, microseconds]
-9     UUID         the 16 raw bytes
-10    Decimal      ``str(value)`` as ASCII
-11    Enum         [registered name, member value]
-12    BaseModel    [registered name, field values, extra values or nil, fields set]
-13    dataclass    [registered name, field values]
-====  ===========  ==========================================================
+- Scalars are one extension whose data is raw bytes. 1: int beyond 64 bits (signed
+  big-endian two's complement); 2: UUID (16 bytes); 3: Decimal (``str(value)``, ASCII).
+- Structured values are a 2-item array ``[tag, payload]``, where the tag is an extension
+  with empty data and the payload a list packed inline by msgpack. 10: tuple, 11: set,
+  12: frozenset (payload: the items); 13: datetime ``[year, month, day, hour, minute,
+  second, microsecond, fold, tz]``; 14: date ``[year, month, day]``; 15: time ``[hour,
+  minute, second, microsecond, fold, tz]``; 16: timedelta ``[days, seconds,
+  microseconds]``; 20: Enum ``[name, value]``; 21: pydantic model ``[name, fields,
+  extras or nil, sorted fields set]``; 22: dataclass ``[name, fields]``. ``tz`` is nil, a
+  ``zoneinfo`` key, or ``[offset in microseconds]`` / ``[offset, name]`` for a
+  ``datetime.timezone``.
 
-``tz`` is nil (naive), a ``zoneinfo`` key, or [offset in microseconds, name] for a
-``datetime.timezone`` (the name only when it was not the default one). Codes are stored
-forever: never reuse or renumber them. msgpack decodes its own timestamp extension (-1) to
-``msgpack.Timestamp``; :func:`dumps` never writes it.
+Inline payloads keep all nesting inside msgpack's own bounded, iterative machinery: no
+Python recursion, so deep or hostile data cannot overflow the C stack. Codes are stored
+forever: never reuse or renumber them. msgpack itself decodes its timestamp extension (-1)
+to ``msgpack.Timestamp``; :func:`dumps` never writes it.
 
 Loading never imports, unpickles or evaluates anything: a class is revived only when it was
 passed to :func:`register` under the stored name. Registered objects are restored as they
-were, without re-running validation or ``__init__`` (validators need not be idempotent):
-pydantic models through ``model_construct`` (fields, extras and fields set; private
-attributes take their defaults), dataclasses by setting their fields on a new instance.
+were, without re-running validators or ``__init__`` (they need not be idempotent): models
+by ``model_construct`` (fields, extras, fields set; private attributes get their defaults),
+dataclasses by setting their fields on a new instance (missing fields get their defaults).
 """
 
 from __future__ import annotations
@@ -55,8 +49,9 @@ __all__ = ["DecodeError", "dumps", "is_registered", "loads", "register", "regist
 
 T = TypeVar("T", bound=type)
 
-_BIGINT, _TUPLE, _SET, _FROZENSET, _DATETIME, _DATE, _TIME, _TIMEDELTA = range(1, 9)
-_UUID, _DECIMAL, _ENUM, _MODEL, _DATACLASS = range(9, 14)
+_BIGINT, _UUID, _DECIMAL = 1, 2, 3
+_TUPLE, _SET, _FROZENSET, _DATETIME, _DATE, _TIME, _TIMEDELTA = range(10, 17)
+_ENUM, _MODEL, _DATACLASS = 20, 21, 22
 _POOL_KEEP_BYTES = 1 << 20  # a packer keeps its largest buffer: drop those grown past 1 MiB
 
 
@@ -76,10 +71,15 @@ class _Unstorable(Exception):
         self.value, self.hint = value, hint
 
 
+class _Pending(threading.local):
+    tags = 0  # tags decoded but not yet consumed by _list_hook, in this thread
+
+
 _by_name: dict[str, type] = {}
 _by_class: dict[type, tuple[str, int]] = {}
 _registry_lock = threading.Lock()
 _packers: list[Any] = []  # idle msgpack.Packer objects; list.pop/append are atomic
+_pending = _Pending()
 
 
 @overload
@@ -89,15 +89,15 @@ def register(cls: None = None, *, name: str | None = None) -> Callable[[T], T]: 
 def register(cls: T | None = None, *, name: str | None = None) -> T | Callable[[T], T]:
     """Allow instances of an Enum, pydantic model or dataclass to be stored and revived.
 
-    Usable as ``@register`` or ``@register(name="app.Invoice")``. Give an explicit, stable
-    name when the class may move: stored values refer to it by name.
+    Usable as ``@register`` or ``@register(name="app.Invoice")``. Stored values refer to
+    the class by name: give a stable name when the class may move.
 
     Args:
         cls: the class to register.
         name: the name stored with its instances; defaults to ``module.qualname``.
 
     Returns:
-        ``cls`` itself (or a decorator when ``cls`` is omitted).
+        ``cls`` itself (a decorator when ``cls`` is omitted).
 
     Raises:
         ValueError: the name belongs to another class, or ``cls`` has another name.
@@ -105,19 +105,14 @@ def register(cls: T | None = None, *, name: str | None = None) -> T | Callable[[
     """
     if cls is None:
         return lambda c: register(c, name=name)
-    if not isinstance(cls, type):
-        raise TypeError(f"register expects a class, got {cls!r}")
-    if issubclass(cls, enum.Enum):
+    if isinstance(cls, type) and issubclass(cls, enum.Enum):
         code = _ENUM
-    elif issubclass(cls, BaseModel):
+    elif isinstance(cls, type) and issubclass(cls, BaseModel):
         code = _MODEL
-    elif dataclasses.is_dataclass(cls):
+    elif isinstance(cls, type) and dataclasses.is_dataclass(cls):
         code = _DATACLASS
     else:
-        raise TypeError(
-            f"cannot register {cls.__qualname__!r}: only Enum subclasses, pydantic models "
-            "and dataclasses can be registered"
-        )
+        raise TypeError(f"cannot register {cls!r}: not an Enum, pydantic model or dataclass")
     name = name or f"{cls.__module__}.{cls.__qualname__}"
     with _registry_lock:
         if _by_name.get(name, cls) is not cls:
@@ -143,14 +138,14 @@ def registered_name(cls: type) -> str:
     try:
         return _by_class[cls][0]
     except KeyError:
-        raise KeyError(f"{cls!r} is not registered with checkpoints.serde.register") from None
+        raise KeyError(f"{cls!r} is not registered with {__name__}.register") from None
 
 
 def dumps(value: object, *, key: str | None = None) -> bytes:
     """Serialize ``value`` to bytes that :func:`loads` turns back into an equal value.
 
     Args:
-        value: plain data, the types in the module docstring, registered classes.
+        value: plain data, the types listed in the module docstring, registered classes.
         key: the state key or record field holding ``value``, named in errors.
 
     Returns:
@@ -161,13 +156,24 @@ def dumps(value: object, *, key: str | None = None) -> bytes:
             names the key, the path inside ``value`` and the offending type.
     """
     try:
-        return _pack(value)
+        packer = _packers.pop()
+    except IndexError:
+        packer = msgpack.Packer(default=_default, use_bin_type=True, strict_types=True)
+    cause: Exception | None = None
+    try:
+        out: bytes = packer.pack(value)
     except _Unstorable as exc:
         bad, hint = exc.value, exc.hint
     except UnicodeEncodeError as exc:
         bad, hint = exc.object, "it contains unpaired surrogates, which UTF-8 cannot encode"
-    except (ValueError, RecursionError) as exc:  # msgpack's nesting limit, or Python's
-        bad, hint = value, f"it is nested too deeply or contains a reference cycle ({exc})"
+    except ValueError as exc:  # msgpack's nesting limit (511 levels), or a 4 GiB item
+        bad, hint = value, f"{exc} (is it nested too deeply, or does it contain itself?)"
+    except Exception as exc:
+        bad, hint, cause = value, f"{type(exc).__name__}: {exc}", exc
+    else:
+        if len(out) <= _POOL_KEEP_BYTES:
+            _packers.append(packer)  # on error it is dropped: its state is unknown
+        return out
     type_name = type(bad).__qualname__
     try:
         path = _locate(value, bad, set()) if bad is not value else ""
@@ -176,7 +182,7 @@ def dumps(value: object, *, key: str | None = None) -> bytes:
     where = key + path if key is not None else path.removeprefix(".")
     at = f" at key {where!r}" if key is not None else (f" at {where!r}" if where else "")
     message = f"cannot store value of type {type_name!r}{at}: {hint}"
-    raise SerializationError(message, key=key, type_name=type_name) from None
+    raise SerializationError(message, key=key, type_name=type_name) from cause
 
 
 def loads(data: bytes) -> object:
@@ -186,26 +192,26 @@ def loads(data: bytes) -> object:
         DecodeError: ``data`` is not a complete value written by :func:`dumps`, or it names
             a type that is not registered in this process.
     """
+    before = _pending.tags
     try:
-        return msgpack.unpackb(data, ext_hook=_ext_hook, raw=False, strict_map_key=False)
-    except DecodeError:
-        raise
+        value = msgpack.unpackb(
+            data, ext_hook=_ext_hook, list_hook=_list_hook, raw=False, strict_map_key=False
+        )
     except Exception as exc:  # msgpack raises many types (ValueError, ExtraData, ...)
+        _pending.tags = before
+        if isinstance(exc, DecodeError):
+            raise
         raise DecodeError(f"cannot decode stored value: {type(exc).__name__}: {exc}") from exc
+    if _pending.tags != before:
+        _pending.tags = before
+        raise DecodeError("cannot decode stored value: a type tag is out of place")
+    return value
 
 
 # -- encoding -------------------------------------------------------------------------------
 
 
-def _pack(value: object) -> bytes:
-    try:
-        packer = _packers.pop()
-    except IndexError:
-        packer = msgpack.Packer(default=_default, use_bin_type=True, strict_types=True)
-    out: bytes = packer.pack(value)  # on error the packer is dropped, not pooled
-    if len(out) <= _POOL_KEEP_BYTES:
-        _packers.append(packer)
-    return out
+_TAGS = {code: msgpack.ExtType(code, b"") for code in (*range(10, 17), 20, 21, 22)}
 
 
 def _clock(v: datetime | time) -> list[object]:
@@ -224,7 +230,7 @@ def _clock(v: datetime | time) -> list[object]:
     return [v.hour, v.minute, v.second, v.microsecond, v.fold, state]
 
 
-_ENCODERS: dict[type, tuple[int, Callable[[Any], object]]] = {
+_ENCODERS: dict[type, tuple[int, Callable[[Any], list[Any]]]] = {
     tuple: (_TUPLE, list),
     set: (_SET, list),
     frozenset: (_FROZENSET, list),
@@ -240,14 +246,20 @@ def _registered_state(obj: Any, name: str, code: int) -> list[Any]:
         return [name, obj.value]
     if code == _DATACLASS:
         return [name, {f.name: getattr(obj, f.name) for f in dataclasses.fields(obj)}]
-    state = obj.__dict__  # a model's fields are its __dict__ minus cached properties
+    state = obj.__dict__  # a model's field values (and any cached properties)
     fields = {f: state[f] for f in type(obj).model_fields if f in state}
     return [name, fields, obj.__pydantic_extra__, sorted(obj.model_fields_set)]
 
 
-def _default(obj: Any) -> msgpack.ExtType:
+def _default(obj: Any) -> object:
     """Encode a value msgpack does not pack natively (called from msgpack's C code)."""
     cls = type(obj)
+    if cls in _ENCODERS:
+        code, encode = _ENCODERS[cls]
+        return [_TAGS[code], encode(obj)]
+    if cls in _by_class:
+        name, code = _by_class[cls]
+        return [_TAGS[code], _registered_state(obj, name, code)]
     if cls is int:  # only ints outside the 64-bit range get here
         size = (obj.bit_length() + 8) // 8
         return msgpack.ExtType(_BIGINT, obj.to_bytes(size, "big", signed=True))
@@ -255,12 +267,6 @@ def _default(obj: Any) -> msgpack.ExtType:
         return msgpack.ExtType(_UUID, obj.bytes)
     if cls is Decimal:
         return msgpack.ExtType(_DECIMAL, str(obj).encode("ascii"))
-    if cls in _ENCODERS:
-        code, encode = _ENCODERS[cls]
-        return msgpack.ExtType(code, _pack(encode(obj)))
-    if cls in _by_class:
-        name, code = _by_class[cls]
-        return msgpack.ExtType(code, _pack(_registered_state(obj, name, code)))
     if isinstance(obj, enum.Enum | BaseModel) or dataclasses.is_dataclass(obj):
         raise _Unstorable(obj, f"register it with {__name__}.register or convert it to plain data")
     raise _Unstorable(obj, "convert it to plain data, or to a registered model, dataclass or enum")
@@ -302,48 +308,58 @@ def _locate(node: Any, target: object, seen: set[int]) -> str:
 # -- decoding -------------------------------------------------------------------------------
 
 
-def _unpack(data: bytes) -> Any:
-    return msgpack.unpackb(data, ext_hook=_ext_hook, raw=False, strict_map_key=False)
+def _ext_hook(code: int, data: bytes) -> object:
+    if code in _TAGS and not data:
+        _pending.tags += 1
+        return _TAGS[code]  # _list_hook revives the [tag, payload] pair holding it
+    if code == _BIGINT:
+        return int.from_bytes(data, "big", signed=True)
+    if code == _UUID:
+        return UUID(bytes=data)
+    if code == _DECIMAL:
+        return Decimal(data.decode("ascii"))
+    raise DecodeError(f"unknown extension type code {code} ({len(data)} bytes)")
 
 
-def _items(data: bytes, size: int = -1) -> list[Any]:
-    """Decode an extension payload that must be a list (of ``size`` items unless -1)."""
-    items = _unpack(data)
-    if type(items) is not list or size not in (-1, len(items)):
-        raise DecodeError(f"expected a list of {size} items, got {items!r:.80}")
-    return items
+def _list_hook(items: list[Any]) -> object:
+    if len(items) != 2 or type(items[0]) is not msgpack.ExtType:
+        return items
+    _pending.tags -= 1
+    code, payload = items[0].code, items[1]
+    if type(payload) is not list or _SIZES.get(code, len(payload)) != len(payload):
+        raise DecodeError(f"the payload of type tag {code} is malformed: {payload!r:.80}")
+    return _REVIVERS[code](payload)
 
 
 def _lookup(name: object, code: int) -> Any:
     cls = _by_name.get(name) if isinstance(name, str) else None
     if cls is None:
         raise DecodeError(
-            f"stored type {name!r:.200} is not registered: call checkpoints.serde.register "
-            "on it before loading"
+            f"stored type {name!r:.200} is not registered: call {__name__}.register on it "
+            "before loading"
         )
     if _by_class[cls][1] != code:
-        raise DecodeError(f"stored type {name!r} is not of the kind it was stored as")
+        raise DecodeError(f"stored type {name!r} is no longer the kind it was stored as")
     return cls
 
 
-def _revive_clock(data: bytes, kind: type[datetime] | type[time], size: int) -> object:
-    *parts, fold, tz = _items(data, size)
-    if isinstance(tz, list) and 1 <= len(tz) <= 2:
+def _revive_clock(kind: type[datetime] | type[time], payload: list[Any]) -> object:
+    *parts, fold, tz = payload
+    if type(tz) is list and 1 <= len(tz) <= 2:
         tz = timezone(timedelta(microseconds=tz[0]), *tz[1:])
     elif tz is not None:
         tz = ZoneInfo(tz)  # reads a tzdata file: no code is imported or run
     return kind(*parts).replace(tzinfo=tz, fold=fold)
 
 
-def _revive_registered(data: bytes, code: int) -> object:
-    if code == _ENUM:
-        name, value = _items(data, 2)
-        return _lookup(name, code)(value)
-    if code == _MODEL:
-        name, fields, extra, fields_set = _items(data, 4)
-        return _lookup(name, code).model_construct(set(fields_set), **fields, **(extra or {}))
-    name, values = _items(data, 2)
-    cls = _lookup(name, code)
+def _revive_model(payload: list[Any]) -> object:
+    name, fields, extra, fields_set = payload
+    return _lookup(name, _MODEL).model_construct(set(fields_set), **fields, **(extra or {}))
+
+
+def _revive_dataclass(payload: list[Any]) -> object:
+    name, values = payload
+    cls = _lookup(name, _DATACLASS)
     obj = cls.__new__(cls)  # restore the stored state without re-running __init__
     for field in dataclasses.fields(cls):
         if field.name in values:
@@ -358,24 +374,21 @@ def _revive_registered(data: bytes, code: int) -> object:
     return obj
 
 
-_DECODERS: dict[int, Callable[[bytes], object]] = {
-    _BIGINT: lambda data: int.from_bytes(data, "big", signed=True),
-    _TUPLE: lambda data: tuple(_items(data)),
-    _SET: lambda data: set(_items(data)),
-    _FROZENSET: lambda data: frozenset(_items(data)),
-    _DATETIME: lambda data: _revive_clock(data, datetime, 9),
-    _DATE: lambda data: date(*_items(data, 3)),
-    _TIME: lambda data: _revive_clock(data, time, 6),
-    _TIMEDELTA: lambda data: timedelta(*_items(data, 3)),
-    _UUID: lambda data: UUID(bytes=data),
-    _DECIMAL: lambda data: Decimal(data.decode("ascii")),
-    _ENUM: lambda data: _revive_registered(data, _ENUM),
-    _MODEL: lambda data: _revive_registered(data, _MODEL),
-    _DATACLASS: lambda data: _revive_registered(data, _DATACLASS),
+def _revive_enum(payload: list[Any]) -> object:
+    name, value = payload
+    return _lookup(name, _ENUM)(value)
+
+
+_REVIVERS: dict[int, Callable[[list[Any]], object]] = {
+    _TUPLE: tuple,
+    _SET: set,
+    _FROZENSET: frozenset,
+    _DATETIME: lambda p: _revive_clock(datetime, p),
+    _DATE: lambda p: date(*p),
+    _TIME: lambda p: _revive_clock(time, p),
+    _TIMEDELTA: lambda p: timedelta(*p),
+    _ENUM: _revive_enum,
+    _MODEL: _revive_model,
+    _DATACLASS: _revive_dataclass,
 }
-
-
-def _ext_hook(code: int, data: bytes) -> object:
-    if code not in _DECODERS:
-        raise DecodeError(f"unknown extension type code {code}")
-    return _DECODERS[code](data)
+_SIZES = {_DATETIME: 9, _DATE: 3, _TIME: 6, _TIMEDELTA: 3, _ENUM: 2, _MODEL: 4, _DATACLASS: 2}
