@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import uuid
 from collections.abc import AsyncIterator, Iterator, Mapping, Sequence
@@ -16,7 +17,9 @@ from checkpoints.models import (
     CheckpointId,
     CheckpointRecord,
     CommitBatch,
+    MemoRecord,
     PauseId,
+    TaskRecord,
     ThreadId,
     ThreadInfo,
     ThreadStatus,
@@ -29,7 +32,7 @@ from checkpoints.models import (
 from graphflow import _sync
 from graphflow.engine import plan
 from graphflow.engine.apply import apply_writes
-from graphflow.engine.loop import UNSET, Run, pause_from_record
+from graphflow.engine.loop import UNSET, Run, is_pause_map, pause_from_record
 from graphflow.errors import (
     InvalidArgumentError,
     NothingToResumeError,
@@ -37,11 +40,12 @@ from graphflow.errors import (
     ThreadNotFoundError,
     UnknownPauseError,
 )
-from graphflow.types import Event, Pause, RunResult, Send, StateSnapshot, TaskInfo
+from graphflow.types import Event, Pause, RunResult, StateSnapshot, TaskInfo
 
 if TYPE_CHECKING:
     from checkpoints import Checkpointer
     from graphflow.builder import StateGraph
+
 
 class CompiledGraph:
     """A validated graph, ready to run. Build it with ``StateGraph.compile()``."""
@@ -154,10 +158,11 @@ class CompiledGraph:
             raise InvalidArgumentError(
                 f"stream mode must be values, updates or debug, not {mode!r}"
             )
+        tid = self._thread_id(thread_id)
         send, recv = anyio.create_memory_object_stream[Event](math.inf)
         run = Run(
             self,
-            thread_id=self._thread_id(thread_id),
+            thread_id=tid,
             principal=principal,
             decisions=decisions,
             recursion_limit=recursion_limit,
@@ -251,16 +256,11 @@ class CompiledGraph:
         if not pending:
             raise NothingToResumeError(thread_id)
         if resume is not UNSET:
-            if (
-                isinstance(resume, Mapping)
-                and all(isinstance(k, str) for k in resume)
-                and all(k in pending for k in resume)
-                and resume
-            ):
-                items = list(resume.items())
-            elif isinstance(resume, Mapping) and any(k in pending for k in resume):
+            if is_pause_map(resume):
                 unknown = [k for k in resume if k not in pending]
-                raise UnknownPauseError(thread_id, unknown, pending)
+                if unknown:
+                    raise UnknownPauseError(thread_id, unknown, pending)
+                items = list(resume.items())
             else:
                 if len(pending) != 1:
                     from graphflow.errors import AmbiguousResumeError
@@ -360,7 +360,8 @@ class CompiledGraph:
             pause_from_record(p)
             for p in await store.get_pauses(thread_id, [PauseId(i) for i in pending_ids])
         ]
-        pauses = [p for p in pauses if p.checkpoint_id == ck.id]
+        frontier_ids = {t.id for t in ck.frontier}
+        pauses = [p for p in pauses if p.id.partition(":")[0] in frontier_ids]
         tasks = []
         for spec in ck.frontier:
             rec = records.get(spec.id)
@@ -439,8 +440,9 @@ class CompiledGraph:
         """Write ``values`` through the reducers as a new checkpoint; return its id.
 
         With ``as_node`` the update counts as that node's output and the next step follows
-        its edges; otherwise the frontier is kept (planned anew, so tasks of the old frontier
-        run again and pending pauses are dropped).
+        its edges (pending pauses are dropped). Otherwise the pending step is kept as it is,
+        with its tasks, their records and memoized steps, and its pauses: only the state its
+        tasks will see changes.
         """
         store = self._store()
         await self._ensure_setup()
@@ -480,14 +482,25 @@ class CompiledGraph:
                 k: v for k, v in applied.values.items() if not k.startswith(plan.JOIN_PREFIX)
             }
             ck_id = new_checkpoint_id()
-            if as_node is not None:
-                targets = await run._route_from(as_node, None)
+            tasks: list[TaskRecord] = []
+            memos: list[MemoRecord] = []
+            pending: tuple[PauseId, ...] = ()
+            if as_node is not None or head is None:
+                targets = await run._route_from(as_node, None) if as_node is not None else []
+                frontier = plan.make_frontier(ck_id, "", targets)
+                status: ThreadStatus = "running" if frontier else "done"
             else:
-                targets = [
-                    t.node if not t.has_arg else Send(t.node, t.arg)
-                    for t in (head.frontier if head else ())
-                ]
-            frontier = plan.make_frontier(ck_id, "", targets)
+                # The pending step is kept as it is (same tasks, records, memos and pauses):
+                # only the state it will see changes.
+                frontier = head.frontier
+                for rec in (await store.load_tasks(tid, "", head.id)).values():
+                    tasks.append(dataclasses.replace(rec, checkpoint_id=ck_id))
+                for task_id, memo in (await store.load_memos(tid, "", head.id)).items():
+                    memos += [MemoRecord(ck_id, task_id, k, v) for k, v in memo.items()]
+                pending = th.pending_pause_ids
+                status = th.status if th.status in ("paused", "failed") else "running"
+                if not frontier:
+                    status = "done"
             ck = CheckpointRecord(
                 ck_id,
                 tid,
@@ -507,7 +520,9 @@ class CompiledGraph:
                 CommitBatch(
                     checkpoint=ck,
                     channels=writes,
-                    thread=ThreadUpdate("running" if frontier else "done", (), self.name),
+                    tasks=tasks,
+                    memos=memos,
+                    thread=ThreadUpdate(status, pending, self.name),
                     expected_head=th.head,
                     check_head=True,
                 ),

@@ -107,8 +107,11 @@ class AgentNode:
                 if content is not None:
                     results.append(
                         Message(
-                            id=f"{ctx.task_id}-t{turn}-{call.id}", role="tool",
-                            content=content, tool_call_id=call.id, name=call.name,
+                            id=f"{ctx.task_id}-t{turn}-{call.id}",
+                            role="tool",
+                            content=content,
+                            tool_call_id=call.id,
+                            name=call.name,
                         )
                     )
             if pauses:
@@ -189,8 +192,13 @@ class AgentNode:
         ok = d.fingerprint is None or d.fingerprint == request.fingerprint
         await ctx.record_decision(
             DecisionRecord(
-                ThreadId(ctx.thread_id), CallId(request.function_call_id), d.verdict,
-                d.fingerprint, d.by or "confirmation_handler", d.reason, applied=ok,
+                ThreadId(ctx.thread_id),
+                CallId(request.function_call_id),
+                d.verdict,
+                d.fingerprint,
+                d.by or "confirmation_handler",
+                d.reason,
+                applied=ok,
                 note=None if ok else "fingerprint does not match the proposed call",
             )
         )

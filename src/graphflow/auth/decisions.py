@@ -148,8 +148,14 @@ def match_decisions(
                 note = f"fingerprint {d.fingerprint!r} does not match the call's {expected!r}"
         records.append(
             DecisionRecord(
-                tid, CallId(call_id), d.verdict, d.fingerprint, actor, d.reason,
-                applied=note is None, note=note,
+                tid,
+                CallId(call_id),
+                d.verdict,
+                d.fingerprint,
+                actor,
+                d.reason,
+                applied=note is None,
+                note=note,
             )
         )
         if pause is not None and note is None:

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import contextvars
 import inspect
-from collections.abc import Awaitable, Callable, Coroutine, Mapping
+from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine, Mapping
+from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, NoReturn
 
@@ -35,6 +36,26 @@ class PauseSignal(BaseException):
     def __init__(self, pauses: list[PauseRequest]):
         super().__init__(pauses)
         self.pauses = pauses
+
+
+class EngineFault(BaseException):
+    """A failure of the engine's own storage while a node ran (a memo or dispatch commit).
+
+    It is not the node's failure: the run stops and the original error is raised as is.
+    A ``BaseException`` so that a node's ``except Exception`` does not swallow it.
+    """
+
+    def __init__(self, error: BaseException):
+        super().__init__(error)
+        self.error = error
+
+
+@asynccontextmanager
+async def _storage() -> AsyncIterator[None]:
+    try:
+        yield
+    except Exception as e:
+        raise EngineFault(e) from e
 
 
 _current: contextvars.ContextVar[NodeContext] = contextvars.ContextVar("graphflow_node_ctx")
@@ -120,7 +141,8 @@ class NodeContext:
             result = await anyio.to_thread.run_sync(fn, *args)
             if inspect.isawaitable(result):
                 result = await result
-        await self._run.save_memo(self.task_id, key, result)
+        async with _storage():
+            await self._run.save_memo(self.task_id, key, result)
         self._memos[key] = result
         return result
 
@@ -149,25 +171,28 @@ class NodeContext:
             return await _run_outcome(fn)
         tid = ThreadId(self.thread_id)
         cid = CallId(call_id)
-        claimed = await store.claim_dispatch(
-            DispatchRecord(tid, cid, tool, fingerprint, self._run.owner)
-        )
+        async with _storage():
+            claimed = await store.claim_dispatch(
+                DispatchRecord(tid, cid, tool, fingerprint, self._run.owner)
+            )
+            rec = None if claimed else await store.get_dispatch(tid, cid)
         if not claimed:
-            rec = await store.get_dispatch(tid, cid)
             if rec is not None and rec.status != "claimed":
                 return DispatchOutcome(rec.status, rec.result, rec.error)
             if not force:
                 return DispatchOutcome("unknown")
         out = await _run_outcome(fn)
-        await store.complete_dispatch(
-            tid, cid, status=out.status, result=out.result, error=out.error
-        )
+        async with _storage():
+            await store.complete_dispatch(
+                tid, cid, status=out.status, result=out.result, error=out.error
+            )
         return out
 
     async def record_decision(self, record: DecisionRecord) -> None:
         """Append a decision record (for example one made by a confirmation handler)."""
         if self._run.store is not None:
-            await self._run.store.put_decisions([record])
+            async with _storage():
+                await self._run.store.put_decisions([record])
 
     def has_memo(self, name: str) -> bool:
         """Whether a memoized step with this exact key was committed."""

@@ -16,12 +16,14 @@ import inspect
 import re
 import threading
 import time
-from collections.abc import Awaitable, Callable, Mapping, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
 from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
+from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 import anyio
+import anyio.abc
 import anyio.lowlevel
 from anyio.streams.memory import MemoryObjectSendStream
 from pydantic import BaseModel
@@ -51,6 +53,7 @@ from checkpoints.models import (
 from graphflow.engine import plan
 from graphflow.engine.apply import apply_writes
 from graphflow.engine.context import (
+    EngineFault,
     NodeContext,
     PauseRequest,
     PauseSignal,
@@ -205,6 +208,14 @@ class Run:
             raise InvalidArgumentError(
                 "give either an input (a new run) or resume=/decisions= (answers), not both"
             )
+        try:
+            return await self._execute_leased(input, resume, checkpoint_id)
+        except EngineFault as fault:
+            raise fault.error from fault.error.__cause__
+
+    async def _execute_leased(
+        self, input: Any, resume: Any, checkpoint_id: str | None
+    ) -> RunResult:
         store = self.store
         if store is None:
             return await self._execute(input, resume, checkpoint_id)
@@ -221,7 +232,7 @@ class Run:
             raise ThreadBusyError(self.thread_id, e.owner) from e
         result: RunResult | None = None
         try:
-            async with anyio.create_task_group() as tg:
+            async with task_group() as tg:
                 tg.start_soon(self._heartbeat)
                 try:
                     result = await self._execute(input, resume, checkpoint_id)
@@ -435,7 +446,7 @@ class Run:
         new: list[AnswerRecord] = []
         if resume is not UNSET:
             answerable = [p for p in records if p.kind != "tool_confirmation"]
-            if _is_pause_map(resume):
+            if is_pause_map(resume):
                 unknown = [k for k in resume if k not in pending]
                 if unknown:
                     raise UnknownPauseError(self.thread_id, unknown, list(pending))
@@ -472,9 +483,7 @@ class Run:
         assert self.store is not None and self.checkpoint is not None
         tasks = {t.id for t in self.checkpoint.frontier}
         stored = await self.store.load_answers(self.thread_id)
-        self.answers = {
-            k: a.value for k, a in stored.items() if k.partition(":")[0] in tasks
-        }
+        self.answers = {k: a.value for k, a in stored.items() if k.partition(":")[0] in tasks}
 
     def _paused_result(self, pauses: Sequence[PauseRecord]) -> RunResult:
         public = [pause_from_record(p) for p in pauses]
@@ -586,7 +595,7 @@ class Run:
             self._unflushed.append(self._record(ck, o))
             return
         sync = [s for s in specs if not self.graph.nodes[s.node].is_async]
-        async with anyio.create_task_group() as tg:
+        async with task_group() as tg:
             for spec in specs:
                 if self.graph.nodes[spec.node].is_async:
                     tg.start_soon(self._async_job, job(spec), finished)
@@ -901,6 +910,30 @@ class Run:
         return targets
 
 
+@asynccontextmanager
+async def task_group() -> AsyncIterator[anyio.abc.TaskGroup]:
+    """A task group that re-raises a lone error as itself, not as an ``ExceptionGroup``.
+
+    Our task groups host helpers (heartbeat, sibling tasks) whose own errors are caught;
+    users should see the error a run raised, typed as documented.
+    """
+    try:
+        async with anyio.create_task_group() as tg:
+            yield tg
+    except BaseExceptionGroup as group:
+        errors = _leaves(group)
+        if len(errors) == 1:
+            raise errors[0] from errors[0].__cause__
+        raise
+
+
+def _leaves(group: BaseExceptionGroup[BaseException]) -> list[BaseException]:
+    out: list[BaseException] = []
+    for e in group.exceptions:
+        out.extend(_leaves(e) if isinstance(e, BaseExceptionGroup) else [e])
+    return out
+
+
 @dataclass(slots=True)
 class _Job:
     """What a task needs to run: its spec, step, the state it sees and its memos."""
@@ -944,7 +977,7 @@ def _principal_name(principal: Any) -> str | None:
 _PAUSE_ID = re.compile(r"^[0-9a-f]{16}:\S+$")
 
 
-def _is_pause_map(resume: Any) -> bool:
+def is_pause_map(resume: Any) -> bool:
     """A non-empty mapping whose keys all look like pause ids maps ids to answers.
 
     Any other value (a dict of data included) is one answer for the single pending pause.

@@ -1,0 +1,328 @@
+"""``compile()`` validation: every ``GraphValidationError`` case of API.md, and drawing.
+
+Each error test asserts that the message and ``.nodes`` name the offending nodes.
+"""
+
+import re
+from collections.abc import Callable
+from typing import Annotated, Any
+
+import pytest
+from pydantic import BaseModel
+
+from graphflow import END, START, GraphflowError, GraphValidationError, StateGraph
+from graphflow.reducers import append
+
+
+class State(BaseModel):
+    log: Annotated[list[str], append] = []
+
+
+def node(name: str) -> Callable[[State], dict[str, Any]]:
+    def fn(state: State) -> dict[str, Any]:
+        return {"log": [name]}
+
+    fn.__name__ = name
+    return fn
+
+
+def builder(*names: str) -> StateGraph:
+    b = StateGraph(State)
+    for n in names:
+        b.add_node(n, node(n))
+    return b
+
+
+def compile_error(b: StateGraph, **kwargs: Any) -> GraphValidationError:
+    with pytest.raises(GraphValidationError) as info:
+        b.compile(**kwargs)
+    return info.value
+
+
+def assert_names(err: GraphValidationError, *names: str) -> None:
+    msg = str(err)
+    for n in names:
+        assert n in err.nodes, (n, err.nodes)
+        assert repr(n) in msg or n in msg, (n, msg)
+
+
+def test_valid_graph_compiles() -> None:
+    b = builder("a", "b").add_edge(START, "a").add_edge("a", "b").add_edge("b", END)
+    assert b.compile().invoke({}).state.log == ["a", "b"]
+
+
+def test_graph_validation_error_is_a_graphflow_error() -> None:
+    assert issubclass(GraphValidationError, GraphflowError)
+
+
+# -- unknown nodes ---------------------------------------------------------------------------
+def test_edge_to_unknown_node() -> None:
+    b = builder("a").add_edge(START, "a").add_edge("a", END).add_edge("a", "ghost")
+    err = compile_error(b)
+    assert_names(err, "ghost")
+    assert "unknown" in str(err)
+
+
+def test_edge_from_unknown_node() -> None:
+    b = builder("a").add_edge(START, "a").add_edge("a", END).add_edge("phantom", "a")
+    err = compile_error(b)
+    assert_names(err, "phantom")
+    assert "a" not in err.nodes
+
+
+def test_join_from_unknown_source() -> None:
+    b = (
+        builder("a", "b", "j")
+        .add_edge(START, "a")
+        .add_edge(START, "b")
+        .add_edge(["a", "b", "nobody"], "j")
+        .add_edge("j", END)
+    )
+    err = compile_error(b)
+    assert_names(err, "nobody")
+
+
+def test_join_to_unknown_target() -> None:
+    b = (
+        builder("a", "b")
+        .add_edge(START, "a")
+        .add_edge(START, "b")
+        .add_edge(["a", "b"], "nowhere")
+        .add_edge("a", END)
+        .add_edge("b", END)
+    )
+    err = compile_error(b)
+    assert_names(err, "nowhere")
+
+
+def test_conditional_edge_from_unknown_node() -> None:
+    b = builder("a").add_edge(START, "a").add_edge("a", END)
+    b.add_conditional_edges("ghost_source", lambda s: END, [END])
+    err = compile_error(b)
+    assert_names(err, "ghost_source")
+
+
+def test_destinations_naming_unknown_node() -> None:
+    b = StateGraph(State).add_node("a", node("a"), destinations=("b", "missing"))
+    b.add_node("b", node("b")).add_edge(START, "a").add_edge("b", END)
+    err = compile_error(b)
+    assert_names(err, "missing")
+
+
+# -- START / reachability ---------------------------------------------------------------------
+def test_no_edge_from_start() -> None:
+    b = builder("a").add_edge("a", END)
+    err = compile_error(b)
+    assert "START" in str(err)
+    assert START in err.nodes
+
+
+def test_conditional_edge_from_start_counts_as_entry() -> None:
+    b = builder("a", "b").add_edge("a", END).add_edge("b", END)
+    b.add_conditional_edges(START, lambda s: "b", ["a", "b"])
+    assert b.compile().invoke({}).state.log == ["b"]
+
+
+def test_unreachable_node() -> None:
+    b = (
+        builder("a", "island", "islet")
+        .add_edge(START, "a")
+        .add_edge("a", END)
+        .add_edge("island", "islet")
+        .add_edge("islet", END)
+    )
+    err = compile_error(b)
+    assert_names(err, "island", "islet")
+    assert "unreachable" in str(err)
+    assert "a" not in err.nodes
+
+
+def test_node_that_cannot_reach_end() -> None:
+    b = (
+        builder("a", "loop1", "loop2")
+        .add_edge(START, "a")
+        .add_edge("a", END)
+        .add_edge("a", "loop1")
+        .add_edge("loop1", "loop2")
+        .add_edge("loop2", "loop1")
+    )
+    err = compile_error(b)
+    assert_names(err, "loop1", "loop2")
+    assert "END" in str(err)
+    assert "a" not in err.nodes
+
+
+def test_dead_end_node() -> None:
+    b = builder("a", "stuck").add_edge(START, "a").add_edge("a", "stuck").add_edge("a", END)
+    err = compile_error(b)
+    assert_names(err, "stuck")
+    assert "dead end" in str(err)
+    assert "a" not in err.nodes
+
+
+def test_several_dead_ends_are_all_named() -> None:
+    b = (
+        builder("a", "d1", "d2")
+        .add_edge(START, "a")
+        .add_edge("a", "d1")
+        .add_edge("a", "d2")
+        .add_edge("a", END)
+    )
+    err = compile_error(b)
+    assert_names(err, "d1", "d2")
+
+
+def test_node_with_declared_destinations_is_not_a_dead_end() -> None:
+    b = StateGraph(State).add_node("a", node("a"), destinations=("b", END))
+    b.add_node("b", node("b")).add_edge(START, "a").add_edge("b", END)
+    graph = b.compile()
+    # "a" returns a plain update; with no static edges it simply ends the run.
+    assert graph.invoke({}).state.log == ["a"]
+
+
+# -- path maps --------------------------------------------------------------------------------
+def test_path_map_dict_target_not_a_node() -> None:
+    b = builder("a", "b").add_edge(START, "a").add_edge("b", END)
+    b.add_conditional_edges("a", lambda s: "yes", {"yes": "b", "no": "not_a_node"})
+    err = compile_error(b)
+    assert_names(err, "not_a_node")
+
+
+def test_path_map_list_target_not_a_node() -> None:
+    b = builder("a", "b").add_edge(START, "a").add_edge("b", END)
+    b.add_conditional_edges("a", lambda s: "b", ["b", "bogus"])
+    err = compile_error(b)
+    assert_names(err, "bogus")
+
+
+def test_path_map_targets_count_for_reachability() -> None:
+    # "c" is only reachable through the path map; without it "c" would be unreachable.
+    b = builder("a", "b", "c").add_edge(START, "a").add_edge("b", END)
+    b.add_conditional_edges("a", lambda s: "x", {"x": "b"})
+    b.add_edge("c", END)
+    err = compile_error(b)
+    assert_names(err, "c")
+    assert "unreachable" in str(err)
+
+
+def test_conditional_edge_without_path_map_makes_no_reachability_errors() -> None:
+    # "b" and "c" are entered only through a conditional edge with no path map, and "a"
+    # leaves only through it: no unreachable and no dead-end error.
+    b = builder("a", "b", "c").add_edge(START, "a").add_edge("b", END).add_edge("c", END)
+    b.add_conditional_edges("a", lambda s: "c")
+    graph = b.compile()
+    assert graph.invoke({}).state.log == ["a", "c"]
+
+
+def test_conditional_edge_without_path_map_leaves_other_errors() -> None:
+    b = builder("a", "b").add_edge(START, "a").add_edge("b", "ghost")
+    b.add_conditional_edges("a", lambda s: "b")
+    err = compile_error(b)
+    assert_names(err, "ghost")
+
+
+# -- names ------------------------------------------------------------------------------------
+def test_duplicate_node_name() -> None:
+    b = builder("a", "twin").add_edge(START, "a").add_edge("a", "twin").add_edge("twin", END)
+    b.add_node("twin", node("other"))
+    err = compile_error(b)
+    assert_names(err, "twin")
+    assert "duplicate" in str(err)
+
+
+def test_duplicate_name_from_function_name() -> None:
+    def twin(state: State) -> None:
+        return None
+
+    b = StateGraph(State).add_node(twin).add_node(twin)
+    b.add_edge(START, "twin").add_edge("twin", END)
+    err = compile_error(b)
+    assert_names(err, "twin")
+
+
+@pytest.mark.parametrize("reserved", [START, END, "a.b", "a:b"])
+def test_reserved_node_names(reserved: str) -> None:
+    b = builder("ok").add_edge(START, "ok").add_edge("ok", END)
+    b.add_node(reserved, node("x"))
+    err = compile_error(b)
+    assert reserved in err.nodes
+    assert "reserved" in str(err)
+    assert repr(reserved) in str(err)
+
+
+def test_interrupt_before_names_unknown_node() -> None:
+    b = builder("a").add_edge(START, "a").add_edge("a", END)
+    err = compile_error(b, interrupt_before=["a", "not_there"])
+    assert_names(err, "not_there")
+    assert "a" not in err.nodes
+
+
+def test_interrupt_after_names_unknown_node() -> None:
+    b = builder("a").add_edge(START, "a").add_edge("a", END)
+    err = compile_error(b, interrupt_after=["nope"])
+    assert_names(err, "nope")
+
+
+def test_several_problems_in_one_error() -> None:
+    b = builder("a", "b").add_edge(START, "a").add_edge("a", END).add_edge("a", "x1")
+    b.add_edge("x2", "b").add_edge("b", END)
+    err = compile_error(b)
+    assert_names(err, "x1", "x2")
+
+
+# -- drawing ----------------------------------------------------------------------------------
+_EDGE = re.compile(r"^\s*(\S+)\s*(?:--+>|==+>|-\.+->)\s*(?:\|[^|]*\|\s*)?(\S+)\s*$")
+
+
+def _mermaid_edges(text: str) -> set[tuple[str, str]]:
+    def norm(ident: str) -> str:
+        low = ident.lower()
+        if "start" in low:
+            return START
+        if "end" in low:
+            return END
+        return ident
+
+    edges = set()
+    for line in text.splitlines():
+        m = _EDGE.match(line)
+        if m:
+            edges.add((norm(m.group(1)), norm(m.group(2))))
+    return edges
+
+
+def test_draw_mermaid_contains_every_node_and_edge() -> None:
+    b = (
+        builder("fetch", "left", "right", "join", "check", "done")
+        .add_edge(START, "fetch")
+        .add_edge("fetch", "left")
+        .add_edge("fetch", "right")
+        .add_edge(["left", "right"], "join")
+        .add_edge("join", "check")
+        .add_edge("done", END)
+    )
+    b.add_conditional_edges("check", lambda s: "ok", {"ok": "done", "retry": "fetch"})
+    text = b.compile().draw_mermaid()
+    assert text.lstrip().startswith(("flowchart", "graph"))
+    for name in ("fetch", "left", "right", "join", "check", "done"):
+        assert re.search(rf"\b{name}\b", text), name
+    assert _mermaid_edges(text) == {
+        (START, "fetch"),
+        ("fetch", "left"),
+        ("fetch", "right"),
+        ("left", "join"),
+        ("right", "join"),
+        ("join", "check"),
+        ("check", "done"),
+        ("check", "fetch"),
+        ("done", END),
+    }
+
+
+def test_draw_mermaid_shows_declared_destinations() -> None:
+    b = StateGraph(State).add_node("router", node("router"), destinations=("x", "y"))
+    b.add_node("x", node("x")).add_node("y", node("y"))
+    b.add_edge(START, "router").add_edge("x", END).add_edge("y", END)
+    edges = _mermaid_edges(b.compile().draw_mermaid())
+    assert ("router", "x") in edges
+    assert ("router", "y") in edges
