@@ -7,6 +7,7 @@ refused here too, and a stored value is never aliased by the running graph.
 
 from __future__ import annotations
 
+import bisect
 import dataclasses
 from collections.abc import Mapping, Sequence
 from typing import Any
@@ -144,13 +145,21 @@ class MemoryCheckpointer:
         for c, blob in chans:
             self._channels[(thread_id, ns, c.channel, c.version)] = (c.kind, c.base, blob)
             if c.kind == "append" and c.base is not None:
-                self._chains.setdefault((thread_id, ns, c.channel, c.base), []).append(c.version)
+                chain = self._chains.setdefault((thread_id, ns, c.channel, c.base), [])
+                if c.version not in chain:
+                    bisect.insort(chain, c.version)
         for p, blob in pauses:
             self._pauses.setdefault(thread_id, {})[p.id] = (p, blob)
         for a, blob in answers:
             self._answers.setdefault(thread_id, []).append((a, blob))
         if batch.checkpoint is not None and ckpt_blob is not None:
-            ck = dataclasses.replace(batch.checkpoint, frontier=(), metadata={})
+            ck = dataclasses.replace(
+                batch.checkpoint,
+                frontier=(),
+                metadata={},
+                channel_versions=dict(batch.checkpoint.channel_versions),
+                channel_bases=dict(batch.checkpoint.channel_bases),
+            )
             self._checkpoints.setdefault((thread_id, ns), {})[ck.id] = (ck, ckpt_blob)
             if ns == "":
                 rec.head = ck.id

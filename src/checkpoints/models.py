@@ -242,7 +242,7 @@ class ThreadRecord:
     updated_at: float = field(default_factory=now)
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class ThreadInfo:
     """What ``list_threads`` reports of a thread."""
 

@@ -19,6 +19,8 @@ module adds durability and multi-process safety. Decisions behind it:
 - **Damage is reported, never guessed around.** SQLite's "file is not a database" and
   "database disk image is malformed", undecodable blobs and missing rows raise
   ``CorruptCheckpointError`` naming the thread (and the checkpoint when known).
+- **No statement outlives a call**: multi-row reads ``fetchall()`` before decoding, so an
+  error while decoding never leaves a statement open holding an old snapshot.
 - **Lifecycle.** The file and its schema are created by ``setup()``, which every method
   calls lazily; the schema changes only through ``checkpoints.migrations``. ``close()``
   closes the connection; a later call opens it again.
@@ -32,6 +34,7 @@ import os
 import sqlite3
 import threading
 from collections.abc import Callable, Mapping, Sequence
+from datetime import UTC, datetime
 from types import TracebackType
 from typing import Any, TypeVar
 
@@ -41,6 +44,7 @@ from sqlite_utils import Database
 
 from checkpoints import migrations, serde
 from checkpoints.errors import (
+    CheckpointError,
     CorruptCheckpointError,
     HeadConflictError,
     LeaseHeldError,
@@ -66,7 +70,6 @@ from checkpoints.models import (
     ThreadRecord,
     ThreadStatus,
     now,
-    to_datetime,
 )
 
 __all__ = ["SqliteCheckpointer"]
@@ -123,7 +126,11 @@ _DISPATCH = (
 
 @functools.cache
 def _fenced_update(set_head: bool, update: bool, check_head: bool) -> str:
-    """The UPDATE of the thread row that ends a commit; it matches no row unless fenced."""
+    """The UPDATE of the thread row that opens a commit's writes.
+
+    No row matches unless ``owner`` holds the lease and, with ``check_head``, the head is
+    the expected one.
+    """
     sets = "updated_at = ?" + (", head = ?" if set_head else "")
     if update:
         sets += (
@@ -170,11 +177,15 @@ class _Txn:
 
 
 def _is_damage(exc: sqlite3.DatabaseError) -> bool:
-    """Whether a sqlite3 error means the file is damaged (not busy, locked or misused)."""
+    """Whether a sqlite3 error means the file is damaged (not busy, locked or misused).
+
+    Damaged pages or header (SQLITE_CORRUPT, SQLITE_NOTADB), or tables missing although the
+    file says its schema is complete.
+    """
     code = getattr(exc, "sqlite_errorcode", None)
     if code is None:
         return type(exc) is sqlite3.DatabaseError
-    return code & 0xFF in (11, 26)  # SQLITE_CORRUPT, SQLITE_NOTADB
+    return code & 0xFF in (11, 26) or str(exc).startswith(("no such table", "no such column"))
 
 
 def _load(blob: bytes, thread_id: str, checkpoint_id: str | None, what: str) -> Any:
@@ -188,6 +199,17 @@ def _load(blob: bytes, thread_id: str, checkpoint_id: str | None, what: str) -> 
         ) from e
 
 
+def _bad_shape(
+    thread_id: str, checkpoint_id: str | None, what: str, e: Exception
+) -> CorruptCheckpointError:
+    """A blob that decodes, but not to what was stored there (damage or a foreign writer)."""
+    return CorruptCheckpointError(
+        f"{what} of thread {thread_id!r} checkpoint {checkpoint_id!r} has an invalid shape: {e}",
+        thread_id=thread_id,
+        checkpoint_id=checkpoint_id,
+    )
+
+
 def _missing(thread_id: str, channel: str, version: int) -> CorruptCheckpointError:
     return CorruptCheckpointError(
         f"thread {thread_id!r}: stored value of channel {channel!r} at version {version} is "
@@ -196,8 +218,49 @@ def _missing(thread_id: str, channel: str, version: int) -> CorruptCheckpointErr
     )
 
 
+def _channel(
+    conn: sqlite3.Connection,
+    thread_id: str,
+    ns: str,
+    channel: str,
+    version: int,
+    base: tuple[int, int] | None,
+) -> Any:
+    """One channel's value: its row at ``version``, or its set row + append chain."""
+    what = f"channel {channel!r}"
+    if base is None:
+        sql = "SELECT blob FROM channels WHERE thread_id=? AND ns=? AND channel=? AND version=?"
+        row = conn.execute(sql, (thread_id, ns, channel, version)).fetchone()
+        if row is None:
+            raise _missing(thread_id, channel, version)
+        return _load(row[0], thread_id, None, what)
+    sql = (
+        "SELECT kind, blob FROM channels WHERE thread_id = ? AND ns = ? AND channel = ?"
+        " AND base = ? AND version <= ? ORDER BY version"
+    )
+    value: list[Any] = []
+    count = 0
+    try:
+        for kind, blob in conn.execute(sql, (thread_id, ns, channel, base[0], version)).fetchall():
+            if kind == "set":  # only the set row at the base is in this range
+                value = list(_load(blob, thread_id, None, what))
+            else:
+                value.extend(_load(blob, thread_id, None, what))
+                count += 1
+    except TypeError as e:
+        raise _bad_shape(thread_id, None, what, e) from e
+    if count != base[1]:
+        raise _missing(thread_id, channel, version)
+    return value
+
+
 def _thread_record(thread_id: str, row: Any) -> ThreadRecord:
-    ids = () if row[5] is None else tuple(_load(row[5], thread_id, row[1], "pending pauses"))
+    ids: tuple[PauseId, ...] = ()
+    if row[5] is not None:
+        found = _load(row[5], thread_id, row[1], "pending pauses")
+        if type(found) is not list:
+            raise _bad_shape(thread_id, row[1], "pending pauses", TypeError(type(found)))
+        ids = tuple(found)
     return ThreadRecord(
         ThreadId(thread_id), row[0], row[1], row[2], row[3], row[4], ids, row[6], row[7]
     )
@@ -210,6 +273,14 @@ def _checkpoint(thread_id: str, ns: str, row: Any) -> CheckpointRecord:
     body = _load(row[6], thread_id, cid, "checkpoint")
     try:
         frontier, metadata = body
+        if not (
+            type(versions) is dict
+            and all(type(v) is int for v in versions.values())
+            and type(bases) is dict
+            and type(frontier) is list
+            and type(metadata) is dict
+        ):
+            raise TypeError("versions, bases, frontier or metadata of the wrong type")
         return CheckpointRecord(
             id=cid,
             thread_id=ThreadId(thread_id),
@@ -224,11 +295,7 @@ def _checkpoint(thread_id: str, ns: str, row: Any) -> CheckpointRecord:
             created_at=row[7],
         )
     except (TypeError, ValueError, AttributeError) as e:
-        raise CorruptCheckpointError(
-            f"checkpoint {cid!r} of thread {thread_id!r} has an invalid shape: {e}",
-            thread_id=thread_id,
-            checkpoint_id=cid,
-        ) from e
+        raise _bad_shape(thread_id, cid, "checkpoint", e) from e
 
 
 def _pause(thread_id: str, row: Any) -> PauseRecord:
@@ -238,14 +305,17 @@ def _pause(thread_id: str, row: Any) -> PauseRecord:
     )
 
 
-def _fence(conn: sqlite3.Connection, thread_id: str, owner: str, batch: CommitBatch) -> None:
-    """Raise the error a fenced commit hits (lease first, then head), if any."""
+def _fenced_off(
+    conn: sqlite3.Connection, thread_id: str, owner: str, batch: CommitBatch
+) -> CheckpointError | None:
+    """The error a fenced commit hits (the lease first, then the head), if any."""
     row = conn.execute("SELECT lease_owner, head FROM threads WHERE thread_id = ?", (thread_id,))
     found = row.fetchone()
     if found is None or found[0] != owner:
-        raise LeaseLostError(thread_id, owner)
+        return LeaseLostError(thread_id, owner)
     if batch.check_head and found[1] != batch.expected_head:
-        raise HeadConflictError(thread_id, batch.expected_head, found[1])
+        return HeadConflictError(thread_id, batch.expected_head, found[1])
+    return None
 
 
 def _commit(conn: sqlite3.Connection, thread_id: str, owner: str, batch: CommitBatch) -> None:
@@ -301,7 +371,9 @@ def _commit(conn: sqlite3.Connection, thread_id: str, owner: str, batch: CommitB
         pending = _dumps(list(ids), key="pending_pause_ids") if ids else None
     except SerializationError:
         with _Txn(conn, "BEGIN"):
-            _fence(conn, thread_id, owner, batch)  # fencing errors come first, as in memory
+            fenced = _fenced_off(conn, thread_id, owner, batch)
+        if fenced is not None:  # fencing errors come first, as in MemoryCheckpointer
+            raise fenced from None
         raise
 
     set_head = ck is not None and ns == ""
@@ -316,7 +388,7 @@ def _commit(conn: sqlite3.Connection, thread_id: str, owner: str, batch: CommitB
     with _Txn(conn):
         if conn.execute(_fenced_update(set_head, upd is not None, batch.check_head), params
                         ).rowcount != 1:  # fmt: skip
-            _fence(conn, thread_id, owner, batch)
+            raise _fenced_off(conn, thread_id, owner, batch) or LeaseLostError(thread_id, owner)
         if tasks:
             conn.executemany(_UPSERT_TASK, tasks)
         if memos:
@@ -355,6 +427,7 @@ class SqliteCheckpointer:
 
     # -- connection ----------------------------------------------------------------------
     def _open(self) -> sqlite3.Connection:
+        """Connect, set the pragmas and migrate the schema (the lazy ``setup``)."""
         conn = sqlite3.connect(
             self.path,
             timeout=self.busy_timeout,
@@ -374,10 +447,23 @@ class SqliteCheckpointer:
         self._conn = conn
         return conn
 
+    def _drop_if_stuck(self) -> None:
+        """Close a connection left inside a transaction (its ROLLBACK failed).
+
+        Such a connection would keep the write lock and refuse every later BEGIN; closing
+        it rolls back, and the next call opens a fresh one.
+        """
+        conn = self._conn
+        if conn is not None and conn.in_transaction:
+            with contextlib.suppress(sqlite3.Error):
+                conn.close()
+            self._conn = None
+
     def _call(self, thread_id: str | None, fn: Callable[[sqlite3.Connection], T]) -> T:
+        """Run ``fn`` on the connection (in a worker thread); damage becomes an error."""
         with self._lock:
             try:
-                return fn(self._conn or self._open())
+                return fn(self._conn if self._conn is not None else self._open())
             except sqlite3.DatabaseError as e:
                 if not _is_damage(e):
                     raise
@@ -387,8 +473,11 @@ class SqliteCheckpointer:
                     "backup",
                     thread_id=thread_id,
                 ) from e
+            finally:
+                self._drop_if_stuck()
 
     async def _run(self, thread_id: str | None, fn: Callable[[sqlite3.Connection], T]) -> T:
+        """Run ``fn`` off the event loop, one call of this object at a time."""
         return await anyio.to_thread.run_sync(self._call, thread_id, fn, limiter=self._limiter)
 
     async def setup(self) -> None:
@@ -408,6 +497,8 @@ class SqliteCheckpointer:
 
     # -- threads and leases ------------------------------------------------------------
     async def get_thread(self, thread_id: ThreadId) -> ThreadRecord | None:
+        """The thread's row, or ``None`` when the thread does not exist."""
+
         def run(conn: sqlite3.Connection) -> ThreadRecord | None:
             row = conn.execute(_THREAD, (thread_id,)).fetchone()
             return _thread_record(thread_id, row) if row is not None else None
@@ -417,6 +508,12 @@ class SqliteCheckpointer:
     async def acquire_lease(
         self, thread_id: ThreadId, owner: str, ttl: float, *, graph_name: str | None = None
     ) -> ThreadRecord:
+        """Take the thread's lease, creating the thread row when missing.
+
+        Read, test and write happen in one ``BEGIN IMMEDIATE`` transaction, so two processes
+        never both get it.
+        """
+
         def run(conn: sqlite3.Connection) -> ThreadRecord:
             with _Txn(conn):
                 t = now()
@@ -439,6 +536,8 @@ class SqliteCheckpointer:
         return await self._run(thread_id, run)
 
     async def renew_lease(self, thread_id: ThreadId, owner: str, ttl: float) -> None:
+        """Extend ``owner``'s lease; ``LeaseLostError`` when it no longer holds it."""
+
         def run(conn: sqlite3.Connection) -> None:
             with _Txn(conn):
                 sql = (
@@ -451,6 +550,8 @@ class SqliteCheckpointer:
         await self._run(thread_id, run)
 
     async def release_lease(self, thread_id: ThreadId, owner: str) -> None:
+        """Give the lease up if ``owner`` holds it; otherwise do nothing."""
+
         def run(conn: sqlite3.Connection) -> None:
             with _Txn(conn):
                 conn.execute(
@@ -462,24 +563,36 @@ class SqliteCheckpointer:
         await self._run(thread_id, run)
 
     async def list_threads(self, status: ThreadStatus | None = None) -> list[ThreadInfo]:
+        """Threads, most recently updated first (by status: the covering index alone)."""
+
         def run(conn: sqlite3.Connection) -> list[ThreadInfo]:
             order = " ORDER BY updated_at DESC, thread_id DESC"
             if status is None:
-                rows = conn.execute(_INFO + order)
+                rows = conn.execute(_INFO + order).fetchall()
             else:  # a backwards range of the threads_by_status index
-                rows = conn.execute(_INFO + " WHERE status = ?" + order, (status,))
-            dt = to_datetime
-            return [ThreadInfo(r[0], r[1], dt(r[2]), r[3], r[4], r[5], dt(r[6])) for r in rows]
+                rows = conn.execute(_INFO + " WHERE status = ?" + order, (status,)).fetchall()
+            dt, utc = datetime.fromtimestamp, UTC  # models.to_datetime, without a call
+            return [
+                ThreadInfo(tid, st, dt(up, utc), n, graph, head, dt(created, utc))
+                for tid, st, up, n, graph, head, created in rows
+            ]
 
         return await self._run(None, run)
 
     # -- checkpoints and state -------------------------------------------------------------
     async def commit(self, thread_id: ThreadId, owner: str, batch: CommitBatch) -> None:
+        """Write ``batch`` in one fsync'd transaction, fenced by the lease and the head."""
         await self._run(thread_id, lambda conn: _commit(conn, thread_id, owner, batch))
 
     async def get_checkpoint(
         self, thread_id: ThreadId, ns: str = "", checkpoint_id: CheckpointId | None = None
     ) -> CheckpointRecord | None:
+        """A checkpoint by id, or the newest of ``ns`` (the thread head for the root).
+
+        A head whose checkpoint row is missing raises ``CorruptCheckpointError``: the thread
+        is not mistaken for a new one.
+        """
+
         def run(conn: sqlite3.Connection) -> CheckpointRecord | None:
             key = (thread_id, ns)
             if checkpoint_id is not None:
@@ -512,6 +625,8 @@ class SqliteCheckpointer:
     async def list_checkpoints(
         self, thread_id: ThreadId, ns: str = "", *, limit: int | None = None
     ) -> list[CheckpointRecord]:
+        """Checkpoints of one namespace, newest first."""
+
         def run(conn: sqlite3.Connection) -> list[CheckpointRecord]:
             sql = _CKPT + " WHERE thread_id = ? AND ns = ? ORDER BY id DESC LIMIT ?"
             sql_limit = limit if limit is not None and limit >= 0 else -1
@@ -529,58 +644,38 @@ class SqliteCheckpointer:
         versions: Mapping[str, int],
         bases: Mapping[str, tuple[int, int]],
     ) -> dict[str, Any]:
-        one = (
-            "SELECT blob FROM channels WHERE thread_id = ? AND ns = ? AND channel = ?"
-            " AND version = ?"
-        )
-        chain = (
-            "SELECT kind, blob FROM channels WHERE thread_id = ? AND ns = ? AND channel = ?"
-            " AND base = ? AND version <= ? ORDER BY version"
-        )
+        """Channel values at ``versions``: one indexed query per channel, one snapshot."""
 
         def run(conn: sqlite3.Connection) -> dict[str, Any]:
-            out: dict[str, Any] = {}
             with _Txn(conn, "BEGIN"):
-                for channel, version in versions.items():
-                    what = f"channel {channel!r}"
-                    base = bases.get(channel)
-                    if base is None:
-                        row = conn.execute(one, (thread_id, ns, channel, version)).fetchone()
-                        if row is None:
-                            raise _missing(thread_id, channel, version)
-                        out[channel] = _load(row[0], thread_id, None, what)
-                        continue
-                    value: list[Any] = []
-                    count = 0
-                    rows = conn.execute(chain, (thread_id, ns, channel, base[0], version))
-                    for kind, blob in rows:
-                        if kind == "set":  # only the set row at the base is in this range
-                            value = list(_load(blob, thread_id, None, what))
-                        else:
-                            value.extend(_load(blob, thread_id, None, what))
-                            count += 1
-                    if count != base[1]:
-                        raise _missing(thread_id, channel, version)
-                    out[channel] = value
-            return out
+                return {
+                    channel: _channel(conn, thread_id, ns, channel, version, bases.get(channel))
+                    for channel, version in versions.items()
+                }
 
         return await self._run(thread_id, run)
 
     async def load_tasks(
         self, thread_id: ThreadId, ns: str, checkpoint_id: CheckpointId
     ) -> dict[TaskId, TaskRecord]:
+        """Task records of one checkpoint, by task id, in the order first written."""
+
         def run(conn: sqlite3.Connection) -> dict[TaskId, TaskRecord]:
             rows = conn.execute(
                 "SELECT task_id, node, status, attempts, started_at, ended_at, error, body"
                 " FROM tasks WHERE thread_id = ? AND ns = ? AND checkpoint_id = ? ORDER BY rowid",
                 (thread_id, ns, checkpoint_id),
-            )
+            ).fetchall()
             out: dict[TaskId, TaskRecord] = {}
             for tid, node, status, attempts, started, ended, error, body in rows:
-                writes, routes = (
-                    (None, None) if body is None
-                    else _load(body, thread_id, checkpoint_id, f"task {node!r}")
-                )  # fmt: skip
+                what = f"task {node!r}"
+                try:
+                    writes, routes = (
+                        (None, None) if body is None
+                        else _load(body, thread_id, checkpoint_id, what)
+                    )  # fmt: skip
+                except (TypeError, ValueError) as e:
+                    raise _bad_shape(thread_id, checkpoint_id, what, e) from e
                 out[tid] = TaskRecord(
                     checkpoint_id, tid, node, status, attempts, started, ended, error, writes,
                     routes,
@@ -592,12 +687,14 @@ class SqliteCheckpointer:
     async def load_memos(
         self, thread_id: ThreadId, ns: str, checkpoint_id: CheckpointId
     ) -> dict[TaskId, dict[str, Any]]:
+        """Memoized step results of one checkpoint's tasks: task id -> key -> value."""
+
         def run(conn: sqlite3.Connection) -> dict[TaskId, dict[str, Any]]:
             rows = conn.execute(
                 "SELECT task_id, key, value FROM memos WHERE thread_id = ? AND ns = ?"
                 " AND checkpoint_id = ? ORDER BY rowid",
                 (thread_id, ns, checkpoint_id),
-            )
+            ).fetchall()
             out: dict[TaskId, dict[str, Any]] = {}
             for tid, key, blob in rows:
                 value = _load(blob, thread_id, checkpoint_id, f"step {key!r}")
@@ -610,6 +707,8 @@ class SqliteCheckpointer:
     async def get_pauses(
         self, thread_id: ThreadId, pause_ids: Sequence[PauseId]
     ) -> list[PauseRecord]:
+        """Pause records by id, in the order asked; unknown ids are left out."""
+
         def run(conn: sqlite3.Connection) -> list[PauseRecord]:
             sql = _PAUSE + " WHERE thread_id = ? AND id = ?"
             with _Txn(conn, "BEGIN"):
@@ -619,13 +718,16 @@ class SqliteCheckpointer:
         return await self._run(thread_id, run)
 
     async def list_pauses(self, thread_id: ThreadId) -> list[PauseRecord]:
+        """Every pause record of the thread, oldest first."""
+
         def run(conn: sqlite3.Connection) -> list[PauseRecord]:
             sql = _PAUSE + " WHERE thread_id = ? ORDER BY created_at, rowid"
-            return [_pause(thread_id, r) for r in conn.execute(sql, (thread_id,))]
+            return [_pause(thread_id, r) for r in conn.execute(sql, (thread_id,)).fetchall()]
 
         return await self._run(thread_id, run)
 
     async def put_answers(self, answers: Sequence[AnswerRecord]) -> None:
+        """Append answers in one transaction (all are serialized first)."""
         rows = [
             (a.thread_id, a.pause_id, _dumps(a.value, key=f"answer to {a.pause_id!r}"), a.by,
              a.reason, a.created_at)
@@ -642,6 +744,7 @@ class SqliteCheckpointer:
     async def load_answers(
         self, thread_id: ThreadId, pause_ids: Sequence[PauseId] | None = None
     ) -> dict[PauseId, AnswerRecord]:
+        """The latest answer per pause (all pauses of the thread when ``pause_ids`` is None)."""
         wanted = set(pause_ids) if pause_ids is not None else None
 
         def run(conn: sqlite3.Connection) -> dict[PauseId, AnswerRecord]:
@@ -649,7 +752,7 @@ class SqliteCheckpointer:
                 "SELECT pause_id, value, by, reason, created_at FROM answers"
                 " WHERE thread_id = ? ORDER BY seq",
                 (thread_id,),
-            )
+            ).fetchall()
             out: dict[PauseId, AnswerRecord] = {}
             for pid, blob, by, reason, created in rows:  # oldest first: the latest wins
                 if wanted is None or pid in wanted:
@@ -661,6 +764,7 @@ class SqliteCheckpointer:
 
     # -- decisions and dispatch ------------------------------------------------------------
     async def put_decisions(self, decisions: Sequence[DecisionRecord]) -> None:
+        """Append decisions in one transaction."""
         rows = [
             (d.thread_id, d.call_id, d.verdict, d.fingerprint, d.by, d.reason, d.applied, d.note,
              d.created_at)
@@ -681,12 +785,14 @@ class SqliteCheckpointer:
     async def list_decisions(
         self, thread_id: ThreadId, call_id: CallId | None = None
     ) -> list[DecisionRecord]:
+        """Decisions of a thread (optionally of one call), oldest first."""
+
         def run(conn: sqlite3.Connection) -> list[DecisionRecord]:
             if call_id is None:
-                rows = conn.execute(_DECISION + " ORDER BY seq", (thread_id,))
+                rows = conn.execute(_DECISION + " ORDER BY seq", (thread_id,)).fetchall()
             else:
                 sql = _DECISION + " AND call_id = ? ORDER BY seq"
-                rows = conn.execute(sql, (thread_id, call_id))
+                rows = conn.execute(sql, (thread_id, call_id)).fetchall()
             return [
                 DecisionRecord(r[0], r[1], r[2], r[3], r[4], r[5], bool(r[6]), r[7], r[8])
                 for r in rows
@@ -695,6 +801,7 @@ class SqliteCheckpointer:
         return await self._run(thread_id, run)
 
     async def claim_dispatch(self, record: DispatchRecord) -> bool:
+        """Insert the claim; False when the primary key says it was already claimed."""
         r = record
         # Like MemoryCheckpointer, a claim stores no result (None is stored as NULL).
         row = (r.thread_id, r.call_id, r.tool, r.fingerprint, r.owner, r.status, None, r.error,
@@ -720,6 +827,7 @@ class SqliteCheckpointer:
         result: Any = None,
         error: str | None = None,
     ) -> None:
+        """Record a claimed call's outcome (``succeeded`` or ``failed``)."""
         # Checks run in MemoryCheckpointer's order: claimed?, status, then the result.
         problem: SerializationError | None = None
         blob: bytes | None = None
@@ -751,6 +859,8 @@ class SqliteCheckpointer:
         await self._run(thread_id, run)
 
     async def get_dispatch(self, thread_id: ThreadId, call_id: CallId) -> DispatchRecord | None:
+        """The dispatch record of a call, with its outcome when known."""
+
         def run(conn: sqlite3.Connection) -> DispatchRecord | None:
             r = conn.execute(_DISPATCH, (thread_id, call_id)).fetchone()
             if r is None:

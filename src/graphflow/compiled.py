@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING, Any
 
 import anyio
 
-from checkpoints.errors import LeaseHeldError
+from checkpoints.errors import CorruptCheckpointError, LeaseHeldError
 from checkpoints.lease import new_owner
 from checkpoints.models import (
     AnswerRecord,
@@ -72,9 +72,16 @@ class CompiledGraph:
         self.path_prefix = ""
         self._setup_done = False
 
-    async def _ensure_setup(self) -> None:
+    async def _ensure_setup(self, thread_id: str | None = None) -> None:
         if not self._setup_done and self.checkpointer is not None:
-            await self.checkpointer.setup()
+            try:
+                await self.checkpointer.setup()
+            except CorruptCheckpointError as e:
+                if thread_id is None or e.thread_id is not None:
+                    raise
+                raise CorruptCheckpointError(
+                    f"thread {thread_id!r}: {e}", thread_id=thread_id
+                ) from e
             self._setup_done = True
 
     def _store(self) -> Checkpointer:
@@ -356,10 +363,15 @@ class CompiledGraph:
         vals = await store.load_channels(thread_id, ck.ns, ck.channel_versions, ck.channel_bases)
         vals = {k: v for k, v in vals.items() if not k.startswith(plan.JOIN_PREFIX)}
         records = await store.load_tasks(thread_id, ck.ns, ck.id)
-        pauses = [
-            pause_from_record(p)
-            for p in await store.get_pauses(thread_id, [PauseId(i) for i in pending_ids])
-        ]
+        found = await store.get_pauses(thread_id, [PauseId(i) for i in pending_ids])
+        missing = sorted(set(pending_ids) - {p.id for p in found})
+        if missing:
+            raise CorruptCheckpointError(
+                f"thread {thread_id!r}: pending pause records {missing} are missing",
+                thread_id=thread_id,
+                checkpoint_id=ck.id,
+            )
+        pauses = [pause_from_record(p) for p in found]
         frontier_ids = {t.id for t in ck.frontier}
         pauses = [p for p in pauses if p.id.partition(":")[0] in frontier_ids]
         tasks = []
@@ -393,11 +405,17 @@ class CompiledGraph:
     ) -> StateSnapshot | None:
         """The thread's state at its head (or ``checkpoint_id``); None for an unknown thread."""
         store = self._store()
-        await self._ensure_setup()
+        await self._ensure_setup(thread_id)
         th = await store.get_thread(ThreadId(thread_id))
         if th is None or th.head is None:
             return None
         ck = await store.get_checkpoint(th.thread_id, "", CheckpointId(checkpoint_id or th.head))
+        if ck is None and checkpoint_id is None:
+            raise CorruptCheckpointError(
+                f"thread {thread_id!r}: head checkpoint {th.head!r} is missing",
+                thread_id=thread_id,
+                checkpoint_id=th.head,
+            )
         if ck is None:
             raise InvalidArgumentError(f"thread {thread_id!r} has no checkpoint {checkpoint_id!r}")
         return await self._snapshot(th.thread_id, ck, th.pending_pause_ids)

@@ -28,7 +28,12 @@ import anyio.lowlevel
 from anyio.streams.memory import MemoryObjectSendStream
 from pydantic import BaseModel
 
-from checkpoints.errors import HeadConflictError, LeaseHeldError, LeaseLostError
+from checkpoints.errors import (
+    CorruptCheckpointError,
+    HeadConflictError,
+    LeaseHeldError,
+    LeaseLostError,
+)
 from checkpoints.lease import new_owner
 from checkpoints.models import (
     AnswerRecord,
@@ -219,7 +224,7 @@ class Run:
         store = self.store
         if store is None:
             return await self._execute(input, resume, checkpoint_id)
-        await self.graph._ensure_setup()
+        await self.graph._ensure_setup(self.thread_id)
         if input is None:
             existing = await store.get_thread(self.thread_id)
             if existing is None or existing.head is None:
@@ -262,6 +267,12 @@ class Run:
             ck_id = checkpoint_id or thread.head
             if ck_id is not None:
                 head = await store.get_checkpoint(self.thread_id, self.ns, CheckpointId(ck_id))
+                if head is None and checkpoint_id is None:
+                    raise CorruptCheckpointError(
+                        f"thread {self.thread_id!r}: head checkpoint {ck_id!r} is missing",
+                        thread_id=self.thread_id,
+                        checkpoint_id=ck_id,
+                    )
                 if head is None:
                     raise InvalidArgumentError(
                         f"thread {self.thread_id!r} has no checkpoint {ck_id!r}"
@@ -440,6 +451,13 @@ class Run:
                 raise NothingToResumeError(self.thread_id)
             return None
         records = await self.store.get_pauses(self.thread_id, [PauseId(p) for p in pending_ids])
+        missing = sorted(set(pending_ids) - {p.id for p in records})
+        if missing:
+            raise CorruptCheckpointError(
+                f"thread {self.thread_id!r}: pending pause records {missing} are missing",
+                thread_id=self.thread_id,
+                checkpoint_id=self.thread.head,
+            )
         pending = {p.id: p for p in records}
         self.known_pauses = dict(pending)
         by = _principal_name(self.principal)

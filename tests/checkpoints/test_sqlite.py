@@ -1,0 +1,753 @@
+"""``SqliteCheckpointer`` beyond the conformance suite: files, processes, damage, schema."""
+
+from __future__ import annotations
+
+import os
+import signal
+import sqlite3
+import statistics
+import sys
+import time
+from collections.abc import AsyncIterator, Callable
+from pathlib import Path
+from typing import Any
+
+import anyio
+import pytest
+from anyio.abc import Process
+from anyio.streams.text import TextReceiveStream
+from sqlite_utils import Database
+
+from checkpoints import (
+    ChannelWrite,
+    CommitBatch,
+    CorruptCheckpointError,
+    HeadConflictError,
+    LeaseHeldError,
+    LeaseLostError,
+    PauseRecord,
+    SchemaVersionError,
+    SerializationError,
+    SqliteCheckpointer,
+    ThreadUpdate,
+    migrations,
+    serde,
+)
+from checkpoints.lease import new_owner
+from checkpoints.models import CallId, CheckpointId, PauseId, TaskId, ThreadId, next_version
+
+try:  # tests/checkpoints is a package once tests/__init__.py exists
+    from . import conformance as c
+except ImportError:  # pytest's default rootdir-relative import
+    import conformance as c  # type: ignore[no-redef]
+
+TESTS_DIR = str(Path(__file__).parent)
+T1 = c.T1
+
+
+@pytest.fixture
+def anyio_backend() -> str:
+    return "asyncio"
+
+
+@pytest.fixture
+def path(tmp_path: Path) -> Path:
+    return tmp_path / "store.sqlite"
+
+
+@pytest.fixture
+async def cp(path: Path) -> AsyncIterator[SqliteCheckpointer]:
+    store = SqliteCheckpointer(path)
+    yield store
+    await store.close()
+
+
+async def fill(cp: SqliteCheckpointer, steps: int = 5) -> tuple[str, CheckpointId]:
+    """Lease T1 and commit ``steps`` W1-like steps with a list channel; (owner, head)."""
+    owner = new_owner()
+    await cp.acquire_lease(T1, owner, 60.0, graph_name="g")
+    head: CheckpointId | None = None
+    base = next_version()
+    for step in range(steps):
+        batch = c.step_batch(head, {"counter": step}, step=step)
+        ck = batch.checkpoint
+        assert ck is not None
+        v = base if step == 0 else next_version()
+        kind = "set" if step == 0 else "append"
+        batch.channels.append(
+            ChannelWrite("msgs", v, kind, [step], base=None if step == 0 else base)
+        )
+        ck.channel_versions["msgs"] = v
+        if step:
+            ck.channel_bases["msgs"] = (base, step)
+        await cp.commit(T1, owner, batch)
+        head = ck.id
+    assert head is not None
+    return owner, head
+
+
+async def load_head_state(cp: SqliteCheckpointer) -> dict[str, object]:
+    head = await cp.get_checkpoint(T1)
+    assert head is not None
+    return await cp.load_channels(T1, "", head.channel_versions, head.channel_bases)
+
+
+async def raw(
+    path: Path, sql: str, params: tuple[object, ...] = (), *, timeout: float = 5.0
+) -> list[Any]:
+    """Run SQL on a connection of its own, in a worker thread (tests never block the loop).
+
+    Used to look at the file, or to change it behind the checkpointer's back as damage or
+    another writer would.
+    """
+
+    def run() -> list[Any]:
+        conn = sqlite3.connect(path, isolation_level=None, timeout=timeout)
+        try:
+            return conn.execute(sql, params).fetchall()
+        finally:
+            conn.close()
+
+    return await anyio.to_thread.run_sync(run)
+
+
+async def on_connection(cp: SqliteCheckpointer, sql: str) -> list[Any]:
+    """Run SQL on the checkpointer's own connection, in a worker thread."""
+    return await anyio.to_thread.run_sync(
+        lambda: cp._call(None, lambda c: c.execute(sql).fetchall())
+    )
+
+
+async def run_child(script: str, *args: str) -> str:
+    """Run a Python script in a new process; its stdout."""
+    done = await anyio.run_process([sys.executable, "-c", script, *args], check=False)
+    assert done.returncode == 0, done.stderr.decode()
+    return done.stdout.decode()
+
+
+async def read_line(proc: Process) -> str:
+    """The next line a child prints (children flush every line)."""
+    assert proc.stdout is not None
+    buf = ""
+    async for chunk in TextReceiveStream(proc.stdout):
+        buf += chunk
+        if "\n" in buf:
+            return buf.split("\n", 1)[0]
+    raise AssertionError(f"child ended without a line; got {buf!r}")
+
+
+_PRELUDE = """
+import os, sys, time
+import anyio
+sys.path.insert(0, sys.argv[2])
+import conformance as c
+from checkpoints import *
+from checkpoints.lease import new_owner
+from checkpoints.models import *
+"""
+
+WRITER = (
+    _PRELUDE
+    + """
+async def main(path):
+    cp = SqliteCheckpointer(path)
+    owner = "writer-host:1:x"
+    await cp.acquire_lease(c.T1, owner, 60.0, graph_name="g")
+    head = None
+    for step in range(10):
+        batch = c.step_batch(head, {"counter": step, "rich": c.rich_value()}, step=step)
+        await cp.commit(c.T1, owner, batch)
+        head = batch.checkpoint.id
+    pause = PauseRecord(PauseId("p1"), c.T1, "", head, TaskId("t"), "ask", "interrupt", "ok?")
+    await cp.commit(c.T1, owner, CommitBatch(pauses=[pause],
+                    thread=ThreadUpdate("paused", (pause.id,))))
+    await cp.put_answers([AnswerRecord(pause.id, c.T1, c.rich_value(), by="ann")])
+    await cp.put_decisions([DecisionRecord(c.T1, CallId("c1"), "approve", "fp")])
+    await cp.claim_dispatch(DispatchRecord(c.T1, CallId("c1"), "tool", "fp", owner))
+    await cp.complete_dispatch(c.T1, CallId("c1"), status="succeeded", result=(1, "x"))
+    await cp.release_lease(c.T1, owner)
+    await cp.close()
+    print(head)
+
+anyio.run(main, sys.argv[1])
+"""
+)
+
+RACER = (
+    _PRELUDE
+    + """
+async def main(path, me):
+    cp = SqliteCheckpointer(path)
+    print("ready", flush=True)
+    while not os.path.exists(path + ".go"):
+        time.sleep(0.001)
+    try:
+        await cp.acquire_lease(c.T1, me, 60.0)
+        print("won", flush=True)
+    except LeaseHeldError:
+        print("held", flush=True)
+    await cp.close()
+
+anyio.run(main, sys.argv[1], sys.argv[3])
+"""
+)
+
+CRASHER = (
+    _PRELUDE
+    + """
+async def main(path):
+    cp = SqliteCheckpointer(path)
+    owner = new_owner()  # this process: known dead once it is killed
+    await cp.acquire_lease(c.T1, owner, 3600.0)
+    head, base = None, next_version()
+    step = 0
+    while True:
+        batch = c.step_batch(head, {"counter": step}, step=step)
+        ck = batch.checkpoint
+        v = base if step == 0 else next_version()
+        kind = "set" if step == 0 else "append"
+        batch.channels.append(ChannelWrite("msgs", v, kind, [step] * 50,
+                                           base=None if step == 0 else base))
+        ck.channel_versions["msgs"] = v
+        if step:
+            ck.channel_bases["msgs"] = (base, step)
+        await cp.commit(c.T1, owner, batch)
+        head = ck.id
+        print(step, flush=True)
+        step += 1
+
+anyio.run(main, sys.argv[1])
+"""
+)
+
+HOLDER = """
+import sqlite3, sys, time
+conn = sqlite3.connect(sys.argv[1], isolation_level=None)
+conn.execute("BEGIN IMMEDIATE")
+conn.execute("INSERT INTO _graphflow_meta VALUES ('holder', 1)")
+print("locked", flush=True)
+time.sleep(float(sys.argv[2]))
+conn.execute("COMMIT")
+"""
+
+
+# -- connection discipline ----------------------------------------------------------------------
+
+
+@pytest.mark.anyio
+async def test_connection_is_wal_full_with_busy_timeout(cp: SqliteCheckpointer) -> None:
+    await cp.setup()
+    assert await on_connection(cp, "PRAGMA journal_mode") == [("wal",)]
+    assert await on_connection(cp, "PRAGMA synchronous") == [(2,)]  # FULL
+    assert await on_connection(cp, "PRAGMA busy_timeout") == [(5000,)]
+    assert cp._conn is not None and not cp._conn.in_transaction
+
+
+@pytest.mark.anyio
+async def test_synchronous_and_busy_timeout_options(path: Path) -> None:
+    cp = SqliteCheckpointer(path, busy_timeout=0.25, synchronous="normal")
+    await cp.setup()
+    assert await on_connection(cp, "PRAGMA synchronous") == [(1,)]  # NORMAL
+    assert await on_connection(cp, "PRAGMA busy_timeout") == [(250,)]
+    await cp.close()
+    with pytest.raises(ValueError, match="synchronous"):
+        SqliteCheckpointer(path, synchronous="sometimes")
+
+
+@pytest.mark.anyio
+async def test_failed_commits_leave_no_transaction_open(cp: SqliteCheckpointer, path: Path) -> None:
+    owner, head = await fill(cp, 2)
+    bad = [
+        (LeaseLostError, "intruder", c.step_batch(head, {"x": 1})),
+        (HeadConflictError, owner, c.step_batch(CheckpointId("old"), {"x": 1})),
+        (SerializationError, owner, c.step_batch(head, {"x": object()})),
+    ]
+    for error, who, batch in bad:
+        with pytest.raises(error):
+            await cp.commit(T1, who, batch)
+        assert cp._conn is not None and not cp._conn.in_transaction
+        # The write lock is free at once: another writer that does not wait gets it.
+        await raw(path, "INSERT OR REPLACE INTO _graphflow_meta VALUES ('probe', 1)", timeout=0)
+
+
+@pytest.mark.anyio
+async def test_concurrent_calls_on_one_object(cp: SqliteCheckpointer) -> None:
+    threads = [ThreadId(f"t{i}") for i in range(20)]
+    owner = new_owner()
+
+    async def run(tid: ThreadId) -> None:
+        await cp.acquire_lease(tid, owner, 60.0)
+        batch = c.step_batch(None, {"n": tid}, thread_id=tid)
+        await cp.commit(tid, owner, batch)
+        assert batch.checkpoint is not None
+        versions = batch.checkpoint.channel_versions
+        assert await cp.load_channels(tid, "", versions, {}) == {"n": tid}
+
+    async with anyio.create_task_group() as tg:
+        for tid in threads:
+            tg.start_soon(run, tid)
+    assert len(await cp.list_threads("running")) == 20
+
+
+def test_one_object_across_event_loops(path: Path) -> None:
+    """A sync wrapper runs each call in a new event loop: the object must survive that."""
+    cp = SqliteCheckpointer(path)
+    _owner, head = anyio.run(fill, cp, 3)
+    got = anyio.run(cp.get_checkpoint, T1)
+    assert got is not None and got.id == head
+    anyio.run(cp.close)
+
+
+# -- durability and lifecycle -------------------------------------------------------------------
+
+
+@pytest.mark.anyio
+async def test_lazy_setup_and_reopen_after_close(path: Path) -> None:
+    cp = SqliteCheckpointer(path)
+    assert await cp.get_thread(T1) is None  # no setup() call needed
+    owner, head = await fill(cp, 4)
+    state = await load_head_state(cp)
+    assert state == {"counter": 3, "msgs": [0, 1, 2, 3]}
+    await cp.close()
+    await cp.close()  # twice is fine
+    assert cp._conn is None
+    rec = await cp.get_thread(T1)  # the same object opens the file again
+    assert rec is not None and rec.head == head
+    await cp.close()
+
+    again = SqliteCheckpointer(path)
+    assert await load_head_state(again) == state
+    assert [ck.step for ck in await again.list_checkpoints(T1)] == [3, 2, 1, 0]
+    await again.commit(T1, owner, c.step_batch(head, {"counter": 4}, step=4))  # lease kept
+    await again.close()
+
+
+@pytest.mark.anyio
+@pytest.mark.slow
+async def test_data_written_by_another_process(path: Path) -> None:
+    head = (await run_child(WRITER, str(path), TESTS_DIR)).strip()
+    cp = SqliteCheckpointer(path)
+    try:
+        rec = await cp.get_thread(T1)
+        assert rec is not None
+        assert (rec.head, rec.status, rec.pending_pause_ids, rec.lease_owner) == (
+            head, "paused", ("p1",), None
+        )  # fmt: skip
+        ck = await cp.get_checkpoint(T1)
+        assert ck is not None and ck.step == 9 and len(await cp.list_checkpoints(T1)) == 10
+        state = await cp.load_channels(T1, "", ck.channel_versions, ck.channel_bases)
+        assert state["counter"] == 9
+        c.assert_rich(state["rich"])
+        answers = await cp.load_answers(T1)
+        c.assert_rich(answers[PauseId("p1")].value)
+        assert [d.verdict for d in await cp.list_decisions(T1)] == ["approve"]
+        dispatch = await cp.get_dispatch(T1, CallId("c1"))
+        assert dispatch is not None and dispatch.result == (1, "x")
+        assert [p.id for p in await cp.list_pauses(T1)] == ["p1"]
+    finally:
+        await cp.close()
+
+
+@pytest.mark.anyio
+@pytest.mark.slow
+async def test_kill_9_mid_run_leaves_a_consistent_head(path: Path) -> None:
+    async with await anyio.open_process(
+        [sys.executable, "-c", CRASHER, str(path), TESTS_DIR]
+    ) as proc:
+        while int(await read_line(proc)) < 25:
+            pass
+        proc.send_signal(signal.SIGKILL)  # somewhere in the middle of a later commit
+        await proc.wait()
+    cp = SqliteCheckpointer(path)
+    try:
+        head = await cp.get_checkpoint(T1)
+        assert head is not None and head.step >= 25
+        # Every checkpoint, the head first, has all its inputs (promise 2).
+        history = await cp.list_checkpoints(T1)
+        assert [ck.step for ck in history] == list(range(head.step, -1, -1))
+        for ck in history[:5]:
+            state = await cp.load_channels(T1, "", ck.channel_versions, ck.channel_bases)
+            assert state["counter"] == ck.step
+            assert state["msgs"] == [i for i in range(ck.step + 1) for _ in range(50)]
+        # Its owner is known dead: a new runner takes over at once (promise 3).
+        me = new_owner()
+        assert (await cp.acquire_lease(T1, me, 60.0)).lease_owner == me
+    finally:
+        await cp.close()
+
+
+# -- many processes on one file -----------------------------------------------------------------
+
+
+@pytest.mark.anyio
+async def test_two_objects_on_one_file_contend_for_a_lease(path: Path) -> None:
+    a, b = SqliteCheckpointer(path), SqliteCheckpointer(path)  # as two processes would
+    try:
+        owner_a, head = await fill(a, 1)
+        owner_b = new_owner()
+        with pytest.raises(LeaseHeldError):
+            await b.acquire_lease(T1, owner_b, 60.0)
+        with pytest.raises(LeaseLostError):
+            await b.commit(T1, owner_b, c.step_batch(head, {"counter": 9}, step=1))
+        await a.commit(T1, owner_a, c.step_batch(head, {"counter": 1}, step=1))
+        await a.release_lease(T1, owner_a)
+        await b.acquire_lease(T1, owner_b, 60.0)
+        with pytest.raises(LeaseLostError):
+            await a.commit(T1, owner_a, c.step_batch(None, {"counter": 2}, check_head=False))
+        assert (await load_head_state(b))["counter"] == 1
+
+        # Both objects race for a fresh thread many times over: exactly one wins each time.
+        for i in range(10):
+            tid = ThreadId(f"race-{i}")
+            wins: list[str] = []
+
+            async def take(
+                store: SqliteCheckpointer, who: str, tid: ThreadId = tid, wins: list[str] = wins
+            ) -> None:
+                try:
+                    await store.acquire_lease(tid, who, 60.0)
+                    wins.append(who)
+                except LeaseHeldError:
+                    pass
+
+            async with anyio.create_task_group() as tg:
+                tg.start_soon(take, a, f"host-a:{i}:x")
+                tg.start_soon(take, b, f"host-b:{i}:x")
+            assert len(wins) == 1
+            rec = await a.get_thread(tid)
+            assert rec is not None and rec.lease_owner == wins[0]
+    finally:
+        await a.close()
+        await b.close()
+
+
+@pytest.mark.anyio
+@pytest.mark.slow
+async def test_processes_racing_on_a_new_file(path: Path) -> None:
+    """Four processes create the schema and take one lease at once: one wins."""
+    procs = []
+    try:
+        for i in range(4):
+            procs.append(
+                await anyio.open_process(
+                    [sys.executable, "-c", RACER, str(path), TESTS_DIR, f"racer-host:{i}:x"]
+                )
+            )
+        for proc in procs:
+            assert await read_line(proc) == "ready"
+        await anyio.Path(str(path) + ".go").touch()
+        results = sorted([await read_line(proc) for proc in procs])
+        for proc in procs:
+            assert await proc.wait() == 0
+    finally:
+        for proc in procs:
+            await proc.aclose()
+    assert results == ["held", "held", "held", "won"]
+    assert await raw(path, "SELECT name FROM _graphflow_migrations") == [("0001_initial",)]
+
+
+@pytest.mark.anyio
+@pytest.mark.slow
+async def test_commit_waits_for_another_process_write(cp: SqliteCheckpointer, path: Path) -> None:
+    owner, head = await fill(cp, 1)
+    async with await anyio.open_process([sys.executable, "-c", HOLDER, str(path), "0.5"]) as proc:
+        assert await read_line(proc) == "locked"
+        t0 = time.perf_counter()
+        await cp.commit(T1, owner, c.step_batch(head, {"counter": 1}, step=1))
+        waited = time.perf_counter() - t0
+        assert await proc.wait() == 0
+    assert waited > 0.2  # it waited for the other writer (busy_timeout), then committed
+    assert (await load_head_state(cp))["counter"] == 1
+    assert await raw(path, "SELECT value FROM _graphflow_meta WHERE key = 'holder'") == [(1,)]
+
+
+@pytest.mark.anyio
+@pytest.mark.slow
+async def test_busy_timeout_expiry_is_an_error_not_damage(path: Path) -> None:
+    cp = SqliteCheckpointer(path, busy_timeout=0.05)
+    try:
+        owner, head = await fill(cp, 1)
+        async with await anyio.open_process(
+            [sys.executable, "-c", HOLDER, str(path), "1.0"]
+        ) as proc:
+            assert await read_line(proc) == "locked"
+            with pytest.raises(sqlite3.OperationalError, match="locked"):
+                await cp.commit(T1, owner, c.step_batch(head, {"counter": 1}, step=1))
+            assert await proc.wait() == 0
+        assert (await load_head_state(cp))["counter"] == 0  # nothing was written
+        await cp.commit(T1, owner, c.step_batch(head, {"counter": 1}, step=1))  # retry works
+    finally:
+        await cp.close()
+
+
+# -- schema ------------------------------------------------------------------------------------
+
+
+@pytest.mark.anyio
+async def test_schema_is_created_by_named_migrations(cp: SqliteCheckpointer, path: Path) -> None:
+    await cp.setup()
+    await cp.setup()
+
+    def inspect() -> tuple[set[str], set[str]]:
+        db = Database(path)
+        try:
+            indexes = {i.name for t in ("threads", "channels") for i in db.table(t).indexes}
+            return set(db.table_names()), indexes
+        finally:
+            db.close()
+
+    tables, indexes = await anyio.to_thread.run_sync(inspect)
+    expected = {"threads", "checkpoints", "channels", "tasks", "memos", "pauses", "answers",
+                "decisions", "dispatches", "_graphflow_meta", "_graphflow_migrations"}  # fmt: skip
+    assert expected <= tables
+    assert {"threads_by_status", "channels_chain"} <= indexes
+    applied = await raw(path, "SELECT name FROM _graphflow_migrations")
+    assert applied == [(name,) for name, _ in migrations.MIGRATIONS]
+    version = await raw(path, "SELECT value FROM _graphflow_meta WHERE key = 'schema_version'")
+    assert version == [(migrations.SCHEMA_VERSION,)]
+    # Reopening applies nothing again.
+    await cp.close()
+    again = SqliteCheckpointer(path)
+    await again.setup()
+    await again.close()
+    count = await raw(path, "SELECT count(*) FROM _graphflow_migrations")
+    assert count == [(len(migrations.MIGRATIONS),)]
+
+
+@pytest.mark.anyio
+async def test_newer_schema_version_is_refused(cp: SqliteCheckpointer, path: Path) -> None:
+    await fill(cp, 1)
+    await cp.close()
+    newer = migrations.SCHEMA_VERSION + 1
+    await raw(path, "UPDATE _graphflow_meta SET value = ? WHERE key = 'schema_version'", (newer,))
+    store = SqliteCheckpointer(path)
+    with pytest.raises(SchemaVersionError, match=f"schema version {newer}.*upgrade graphflow"):
+        await store.get_thread(T1)
+    with pytest.raises(SchemaVersionError):
+        await store.setup()
+    await store.close()
+
+
+@pytest.mark.anyio
+async def test_unknown_migration_is_refused(cp: SqliteCheckpointer, path: Path) -> None:
+    await cp.setup()
+    await cp.close()
+    await raw(path, "INSERT INTO _graphflow_migrations VALUES ('9999_from_the_future', 0)")
+    store = SqliteCheckpointer(path)
+    with pytest.raises(SchemaVersionError, match="9999_from_the_future"):
+        await store.setup()
+    await store.close()
+
+
+# -- damage ------------------------------------------------------------------------------------
+
+
+@pytest.mark.anyio
+async def test_corrupt_channel_blob(cp: SqliteCheckpointer, path: Path) -> None:
+    await fill(cp, 3)
+    await raw(path, "UPDATE channels SET blob = X'C1C1C1C1' WHERE channel = 'counter'")
+    head = await cp.get_checkpoint(T1)
+    assert head is not None
+    with pytest.raises(CorruptCheckpointError) as err:
+        await cp.load_channels(T1, "", head.channel_versions, head.channel_bases)
+    assert err.value.thread_id == T1 and "'thread-1'" in str(err.value)
+    assert "'counter'" in str(err.value)
+
+
+@pytest.mark.anyio
+async def test_corrupt_checkpoint_and_records(cp: SqliteCheckpointer, path: Path) -> None:
+    _owner, head = await fill(cp, 3)
+    await raw(path, "UPDATE checkpoints SET body = X'92C1' WHERE id = ?", (head,))
+    with pytest.raises(CorruptCheckpointError) as err:
+        await cp.get_checkpoint(T1)
+    assert (err.value.thread_id, err.value.checkpoint_id) == (T1, head)
+    assert head in str(err.value) and "'thread-1'" in str(err.value)
+    with pytest.raises(CorruptCheckpointError):
+        await cp.list_checkpoints(T1)
+
+    # Valid msgpack of the wrong shape is damage too, never a half-built record.
+    await raw(path, "UPDATE checkpoints SET body = ? WHERE id = ?", (serde.dumps([1]), head))
+    with pytest.raises(CorruptCheckpointError, match="invalid shape"):
+        await cp.get_checkpoint(T1, checkpoint_id=head)
+
+    for column, value in [
+        ("channel_versions", serde.dumps([5])),  # a list where a map belongs
+        ("channel_versions", serde.dumps({"counter": "5"})),  # a string where an int belongs
+        ("channel_bases", serde.dumps({"msgs": 5})),
+        ("body", serde.dumps([{}, {}])),  # a map where the frontier list belongs
+    ]:
+        await raw(path, f"UPDATE checkpoints SET {column} = ? WHERE id = ?", (value, head))
+        with pytest.raises(CorruptCheckpointError, match="invalid shape") as err:
+            await cp.get_checkpoint(T1)
+        assert err.value.checkpoint_id == head
+        valid = (serde.dumps({}), serde.dumps([[], {}]), head)
+        await raw(
+            path,
+            "UPDATE checkpoints SET channel_versions = ?, channel_bases = NULL, body = ?"
+            " WHERE id = ?",
+            valid,
+        )
+
+    await raw(path, "UPDATE threads SET pending_pause_ids = X'FFFF'")
+    with pytest.raises(CorruptCheckpointError, match="thread-1"):
+        await cp.get_thread(T1)
+
+    await raw(path, "UPDATE threads SET pending_pause_ids = ?", (serde.dumps(5),))
+    with pytest.raises(CorruptCheckpointError, match="invalid shape"):
+        await cp.get_thread(T1)
+
+    await raw(path, "UPDATE tasks SET body = X'C1'")
+    [(tasks,)] = await raw(path, "SELECT checkpoint_id FROM tasks LIMIT 1")
+    with pytest.raises(CorruptCheckpointError, match="thread-1"):
+        await cp.load_tasks(T1, "", tasks)
+    await raw(path, "UPDATE tasks SET body = ?", (serde.dumps(5),))
+    with pytest.raises(CorruptCheckpointError, match="invalid shape"):
+        await cp.load_tasks(T1, "", tasks)
+
+
+@pytest.mark.anyio
+async def test_list_channel_of_the_wrong_shape(cp: SqliteCheckpointer, path: Path) -> None:
+    await fill(cp, 3)
+    ck = await cp.get_checkpoint(T1)
+    assert ck is not None
+    await raw(path, "UPDATE channels SET blob = ? WHERE channel = 'msgs' AND kind = 'set'",
+        (serde.dumps(5),))  # fmt: skip
+    with pytest.raises(CorruptCheckpointError, match="invalid shape") as err:
+        await cp.load_channels(T1, "", ck.channel_versions, ck.channel_bases)
+    assert err.value.thread_id == T1
+
+
+@pytest.mark.anyio
+async def test_missing_table_is_damage(cp: SqliteCheckpointer, path: Path) -> None:
+    await fill(cp, 1)
+    await cp.close()
+    await raw(path, "DROP TABLE memos")
+    with pytest.raises(CorruptCheckpointError, match="no such table: memos"):
+        await cp.load_memos(T1, "", CheckpointId("c"))
+
+
+@pytest.mark.anyio
+async def test_deleted_rows(cp: SqliteCheckpointer, path: Path) -> None:
+    _owner, head = await fill(cp, 4)
+    ck = await cp.get_checkpoint(T1)
+    assert ck is not None
+    # An append row in the middle of a list channel's chain.
+    await raw(path, "DELETE FROM channels WHERE channel = 'msgs' AND version = ("
+              "SELECT version FROM channels WHERE channel = 'msgs' AND kind = 'append'"
+              " ORDER BY version LIMIT 1)")  # fmt: skip
+    with pytest.raises(CorruptCheckpointError, match="'msgs'") as err:
+        await cp.load_channels(T1, "", ck.channel_versions, ck.channel_bases)
+    assert err.value.thread_id == T1
+    # A plain channel's row.
+    await raw(path, "DELETE FROM channels WHERE channel = 'counter'")
+    with pytest.raises(CorruptCheckpointError, match="'counter'"):
+        await cp.load_channels(T1, "", {"counter": ck.channel_versions["counter"]}, {})
+    # The head checkpoint itself: reported, not taken for a new thread.
+    await raw(path, "DELETE FROM checkpoints WHERE id = ?", (head,))
+    with pytest.raises(CorruptCheckpointError) as err:
+        await cp.get_checkpoint(T1)
+    assert (err.value.thread_id, err.value.checkpoint_id) == (T1, head)
+
+
+@pytest.mark.anyio
+@pytest.mark.parametrize("damage", ["truncated", "header", "random"])
+async def test_damaged_file(path: Path, damage: str) -> None:
+    cp = SqliteCheckpointer(path, synchronous="OFF")
+    await fill(cp, 60)
+    await cp.close()  # checkpoints the WAL into the file
+
+    def damage_file() -> None:
+        size = path.stat().st_size
+        if damage == "random":
+            path.write_bytes(os.urandom(size))
+            return
+        with path.open("r+b") as f:
+            f.truncate(size // 2 if damage == "truncated" else 50)
+
+    await anyio.to_thread.run_sync(damage_file)
+    store = SqliteCheckpointer(path)
+    try:
+        with pytest.raises(CorruptCheckpointError) as err:
+            await store.get_thread(T1)
+        assert err.value.thread_id == T1 and "'thread-1'" in str(err.value)
+        assert str(path) in str(err.value)
+        assert isinstance(err.value.__cause__, sqlite3.DatabaseError)
+        with pytest.raises(CorruptCheckpointError):
+            await store.get_checkpoint(T1)
+        with pytest.raises(CorruptCheckpointError):
+            await store.list_threads("paused")
+        with pytest.raises(CorruptCheckpointError):
+            await store.setup()
+    finally:
+        await store.close()
+
+
+# -- listing -----------------------------------------------------------------------------------
+
+
+@pytest.mark.anyio
+async def test_listing_1000_paused_threads(
+    path: Path, record_property: Callable[[str, object], None]
+) -> None:
+    writer = SqliteCheckpointer(path, synchronous="OFF")  # filling fast; not what is measured
+    owner = new_owner()
+    for i in range(2000):
+        tid = ThreadId(f"thread-{i:05d}")
+        await writer.acquire_lease(tid, owner, 60.0)
+        status = "paused" if i % 2 else "done"
+        pauses = (PauseId(f"p{i}"),) if status == "paused" else ()
+        await writer.commit(tid, owner, CommitBatch(thread=ThreadUpdate(status, pauses)))
+    await writer.close()
+
+    cp = SqliteCheckpointer(path)
+    try:
+        await cp.setup()
+        timings = []
+        for _ in range(7):
+            t0 = time.perf_counter()
+            paused = await cp.list_threads("paused")
+            timings.append(time.perf_counter() - t0)
+        ms = statistics.median(timings) * 1000
+        print(f"\nlist_threads('paused'): 1,000 of 2,000 threads in {ms:.2f} ms (median of 7)")
+        record_property("list_1000_paused_ms", round(ms, 3))
+        assert len(paused) == 1000 and {i.pending_pauses for i in paused} == {1}
+        assert paused[0].thread_id == "thread-01999"
+        assert [i.updated_at for i in paused] == sorted(
+            (i.updated_at for i in paused), reverse=True
+        )
+        plan = await on_connection(
+            cp,
+            "EXPLAIN QUERY PLAN SELECT thread_id, status, updated_at, pending_count, graph_name,"
+            " head, created_at FROM threads WHERE status = 'paused'"
+            " ORDER BY updated_at DESC, thread_id DESC",
+        )
+        assert "COVERING INDEX threads_by_status" in str(plan) and "TEMP B-TREE" not in str(plan)
+    finally:
+        await cp.close()
+
+
+# -- records that need no other test -----------------------------------------------------------
+
+
+@pytest.mark.anyio
+async def test_small_records_stay_small(cp: SqliteCheckpointer, path: Path) -> None:
+    await fill(cp, 3)
+    [(body, versions, bases)] = await raw(
+        path,
+        "SELECT length(body), length(channel_versions), channel_bases FROM checkpoints"
+        " ORDER BY id LIMIT 1",
+    )
+    assert body < 40 and versions < 40 and bases is None  # one TaskSpec, two versions
+    types = "SELECT typeof(step), typeof(version) FROM checkpoints, channels LIMIT 1"
+    assert await raw(path, types) == [("integer", "integer")]
+    assert await raw(path, "SELECT DISTINCT body FROM tasks") == [(None,)]
+    pending = await raw(path, "SELECT pending_pause_ids, pending_count FROM threads")
+    assert pending == [(None, 0)]
+
+
+@pytest.mark.anyio
+async def test_pause_record_fields_round_trip(cp: SqliteCheckpointer) -> None:
+    owner, head = await fill(cp, 1)
+    pause = PauseRecord(PauseId("p"), T1, "a:b", head, TaskId("t"), "n", "before", None, 7.25)
+    await cp.commit(T1, owner, CommitBatch(pauses=[pause]))
+    assert await cp.get_pauses(T1, [pause.id]) == [pause]
