@@ -63,7 +63,7 @@ def _initial(db: Database) -> None:
     """
     _table(
         db,
-        "threads",
+        "gf_threads",
         {
             "thread_id": str,
             "status": str,
@@ -82,13 +82,13 @@ def _initial(db: Database) -> None:
     # list_threads(status), newest first: a backwards range of this index, which covers
     # every listed column (no table lookups). Every commit rewrites its entry anyway, as
     # updated_at changes, so the extra columns cost little.
-    db.table("threads").create_index(
+    db.table("gf_threads").create_index(
         ["status", "updated_at", "thread_id", "pending_count", "graph_name", "head", "created_at"],
         "threads_by_status",
     )
     _table(
         db,
-        "checkpoints",
+        "gf_checkpoints",
         {
             "thread_id": str,
             "ns": str,
@@ -107,7 +107,7 @@ def _initial(db: Database) -> None:
     )
     _table(
         db,
-        "channels",
+        "gf_channels",
         {
             "thread_id": str,
             "ns": str,
@@ -123,12 +123,12 @@ def _initial(db: Database) -> None:
     )
     # A list channel is the set row at its base plus the append rows of that base up to the
     # version, in version order: one range of this index.
-    db.table("channels").create_index(
+    db.table("gf_channels").create_index(
         ["thread_id", "ns", "channel", "base", "version"], "channels_chain"
     )
     _table(
         db,
-        "tasks",
+        "gf_tasks",
         {
             "thread_id": str,
             "ns": str,
@@ -147,7 +147,7 @@ def _initial(db: Database) -> None:
     )
     _table(
         db,
-        "memos",
+        "gf_memos",
         {
             "thread_id": str,
             "ns": str,
@@ -161,7 +161,7 @@ def _initial(db: Database) -> None:
     )
     _table(
         db,
-        "pauses",
+        "gf_pauses",
         {
             "thread_id": str,
             "id": str,
@@ -177,7 +177,7 @@ def _initial(db: Database) -> None:
     )
     _table(
         db,
-        "answers",
+        "gf_answers",
         {
             "seq": int,
             "thread_id": str,
@@ -190,10 +190,10 @@ def _initial(db: Database) -> None:
         "seq",
         nullable=("by", "reason"),
     )
-    db.table("answers").create_index(["thread_id"], "answers_by_thread")
+    db.table("gf_answers").create_index(["thread_id"], "answers_by_thread")
     _table(
         db,
-        "decisions",
+        "gf_decisions",
         {
             "seq": int,
             "thread_id": str,
@@ -209,11 +209,11 @@ def _initial(db: Database) -> None:
         "seq",
         nullable=("fingerprint", "by", "reason", "note"),
     )
-    db.table("decisions").create_index(["thread_id", "call_id"], "decisions_by_call")
+    db.table("gf_decisions").create_index(["thread_id", "call_id"], "decisions_by_call")
     # The primary key is the at-most-once guard of promise 4: a second claim cannot insert.
     _table(
         db,
-        "dispatches",
+        "gf_dispatches",
         {
             "thread_id": str,
             "call_id": str,

@@ -79,48 +79,49 @@ _dumps = serde.dumps
 
 _THREAD = (
     "SELECT status, head, graph_name, lease_owner, lease_expires_at, pending_pause_ids,"
-    " created_at, updated_at FROM threads WHERE thread_id = ?"
+    " created_at, updated_at FROM gf_threads WHERE thread_id = ?"
 )
 _NEW_THREAD = (
-    "INSERT INTO threads (thread_id, status, graph_name, lease_owner, lease_expires_at,"
+    "INSERT INTO gf_threads (thread_id, status, graph_name, lease_owner, lease_expires_at,"
     " pending_count, created_at, updated_at) VALUES (?, 'running', ?, ?, ?, 0, ?, ?)"
 )
 _INFO = (
-    "SELECT thread_id, status, updated_at, pending_count, graph_name, head, created_at FROM threads"
+    "SELECT thread_id, status, updated_at, pending_count, graph_name, head, created_at"
+    " FROM gf_threads"
 )
 _CKPT = (
     "SELECT id, parent_id, step, source, channel_versions, channel_bases, body, created_at"
-    " FROM checkpoints"
+    " FROM gf_checkpoints"
 )
 _UPSERT_TASK = (
-    "INSERT INTO tasks VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
+    "INSERT INTO gf_tasks VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
     " ON CONFLICT (thread_id, ns, checkpoint_id, task_id) DO UPDATE SET node = excluded.node,"
     " status = excluded.status, attempts = excluded.attempts, started_at = excluded.started_at,"
     " ended_at = excluded.ended_at, error = excluded.error, body = excluded.body"
 )
 _UPSERT_MEMO = (
-    "INSERT INTO memos VALUES (?, ?, ?, ?, ?, ?, ?) ON CONFLICT"
+    "INSERT INTO gf_memos VALUES (?, ?, ?, ?, ?, ?, ?) ON CONFLICT"
     " (thread_id, ns, checkpoint_id, task_id, key) DO UPDATE SET value = excluded.value,"
     " created_at = excluded.created_at"
 )
 _UPSERT_PAUSE = (
-    "INSERT INTO pauses VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT (thread_id, id) DO UPDATE"
+    "INSERT INTO gf_pauses VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT (thread_id, id) DO UPDATE"
     " SET ns = excluded.ns, checkpoint_id = excluded.checkpoint_id, task_id = excluded.task_id,"
     " node = excluded.node, kind = excluded.kind, value = excluded.value,"
     " created_at = excluded.created_at"
 )
-_PAUSE = "SELECT id, ns, checkpoint_id, task_id, node, kind, value, created_at FROM pauses"
+_PAUSE = "SELECT id, ns, checkpoint_id, task_id, node, kind, value, created_at FROM gf_pauses"
 _INSERT_ANSWER = (
-    "INSERT INTO answers (thread_id, pause_id, value, by, reason, created_at)"
+    "INSERT INTO gf_answers (thread_id, pause_id, value, by, reason, created_at)"
     " VALUES (?, ?, ?, ?, ?, ?)"
 )
 _DECISION = (
     "SELECT thread_id, call_id, verdict, fingerprint, by, reason, applied, note, created_at"
-    " FROM decisions WHERE thread_id = ?"
+    " FROM gf_decisions WHERE thread_id = ?"
 )
 _DISPATCH = (
     "SELECT thread_id, call_id, tool, fingerprint, owner, status, result, error, claimed_at,"
-    " completed_at FROM dispatches WHERE thread_id = ? AND call_id = ?"
+    " completed_at FROM gf_dispatches WHERE thread_id = ? AND call_id = ?"
 )
 
 
@@ -138,7 +139,7 @@ def _fenced_update(set_head: bool, update: bool, check_head: bool) -> str:
             " graph_name = coalesce(?, graph_name)"
         )
     head = " AND head IS ?" if check_head else ""
-    return f"UPDATE threads SET {sets} WHERE thread_id = ? AND lease_owner = ?{head}"
+    return f"UPDATE gf_threads SET {sets} WHERE thread_id = ? AND lease_owner = ?{head}"
 
 
 class _Txn:
@@ -229,13 +230,13 @@ def _channel(
     """One channel's value: its row at ``version``, or its set row + append chain."""
     what = f"channel {channel!r}"
     if base is None:
-        sql = "SELECT blob FROM channels WHERE thread_id=? AND ns=? AND channel=? AND version=?"
+        sql = "SELECT blob FROM gf_channels WHERE thread_id=? AND ns=? AND channel=? AND version=?"
         row = conn.execute(sql, (thread_id, ns, channel, version)).fetchone()
         if row is None:
             raise _missing(thread_id, channel, version)
         return _load(row[0], thread_id, None, what)
     sql = (
-        "SELECT kind, blob FROM channels WHERE thread_id = ? AND ns = ? AND channel = ?"
+        "SELECT kind, blob FROM gf_channels WHERE thread_id = ? AND ns = ? AND channel = ?"
         " AND base = ? AND version <= ? ORDER BY version"
     )
     value: list[Any] = []
@@ -309,7 +310,7 @@ def _fenced_off(
     conn: sqlite3.Connection, thread_id: str, owner: str, batch: CommitBatch
 ) -> CheckpointError | None:
     """The error a fenced commit hits (the lease first, then the head), if any."""
-    row = conn.execute("SELECT lease_owner, head FROM threads WHERE thread_id = ?", (thread_id,))
+    row = conn.execute("SELECT lease_owner, head FROM gf_threads WHERE thread_id = ?", (thread_id,))
     found = row.fetchone()
     if found is None or found[0] != owner:
         return LeaseLostError(thread_id, owner)
@@ -394,9 +395,11 @@ def _commit(conn: sqlite3.Connection, thread_id: str, owner: str, batch: CommitB
         if memos:
             conn.executemany(_UPSERT_MEMO, memos)
         if ck is not None:
-            conn.execute("INSERT OR REPLACE INTO checkpoints VALUES (?,?,?,?,?,?,?,?,?,?)", ck_row)
+            conn.execute(
+                "INSERT OR REPLACE INTO gf_checkpoints VALUES (?,?,?,?,?,?,?,?,?,?)", ck_row
+            )
         if chans:
-            conn.executemany("INSERT OR REPLACE INTO channels VALUES (?,?,?,?,?,?,?)", chans)
+            conn.executemany("INSERT OR REPLACE INTO gf_channels VALUES (?,?,?,?,?,?,?)", chans)
         if pauses:
             conn.executemany(_UPSERT_PAUSE, pauses)
         if answers:
@@ -527,7 +530,8 @@ class SqliteCheckpointer:
                 if not lease_free(rec.lease_owner, rec.lease_expires_at, owner, t):
                     raise LeaseHeldError(thread_id, rec.lease_owner)
                 conn.execute(
-                    "UPDATE threads SET lease_owner = ?, lease_expires_at = ? WHERE thread_id = ?",
+                    "UPDATE gf_threads SET lease_owner = ?, lease_expires_at = ?"
+                    " WHERE thread_id = ?",
                     (owner, t + ttl, thread_id),
                 )
                 rec.lease_owner, rec.lease_expires_at = owner, t + ttl
@@ -541,7 +545,7 @@ class SqliteCheckpointer:
         def run(conn: sqlite3.Connection) -> None:
             with _Txn(conn):
                 sql = (
-                    "UPDATE threads SET lease_expires_at = ? WHERE thread_id = ?"
+                    "UPDATE gf_threads SET lease_expires_at = ? WHERE thread_id = ?"
                     " AND lease_owner = ?"
                 )
                 if conn.execute(sql, (now() + ttl, thread_id, owner)).rowcount != 1:
@@ -555,7 +559,7 @@ class SqliteCheckpointer:
         def run(conn: sqlite3.Connection) -> None:
             with _Txn(conn):
                 conn.execute(
-                    "UPDATE threads SET lease_owner = NULL, lease_expires_at = NULL"
+                    "UPDATE gf_threads SET lease_owner = NULL, lease_expires_at = NULL"
                     " WHERE thread_id = ? AND lease_owner = ?",
                     (thread_id, owner),
                 )
@@ -604,8 +608,8 @@ class SqliteCheckpointer:
             else:  # the root's newest is the thread head
                 sql = (
                     "SELECT t.head, c.id, c.parent_id, c.step, c.source, c.channel_versions,"
-                    " c.channel_bases, c.body, c.created_at FROM threads t LEFT JOIN"
-                    " checkpoints c ON c.thread_id = t.thread_id AND c.ns = '' AND c.id = t.head"
+                    " c.channel_bases, c.body, c.created_at FROM gf_threads t LEFT JOIN"
+                    " gf_checkpoints c ON c.thread_id = t.thread_id AND c.ns = '' AND c.id = t.head"
                     " WHERE t.thread_id = ?"
                 )
                 found = conn.execute(sql, (thread_id,)).fetchone()
@@ -663,7 +667,8 @@ class SqliteCheckpointer:
         def run(conn: sqlite3.Connection) -> dict[TaskId, TaskRecord]:
             rows = conn.execute(
                 "SELECT task_id, node, status, attempts, started_at, ended_at, error, body"
-                " FROM tasks WHERE thread_id = ? AND ns = ? AND checkpoint_id = ? ORDER BY rowid",
+                " FROM gf_tasks WHERE thread_id = ? AND ns = ? AND checkpoint_id = ?"
+                " ORDER BY rowid",
                 (thread_id, ns, checkpoint_id),
             ).fetchall()
             out: dict[TaskId, TaskRecord] = {}
@@ -691,7 +696,7 @@ class SqliteCheckpointer:
 
         def run(conn: sqlite3.Connection) -> dict[TaskId, dict[str, Any]]:
             rows = conn.execute(
-                "SELECT task_id, key, value FROM memos WHERE thread_id = ? AND ns = ?"
+                "SELECT task_id, key, value FROM gf_memos WHERE thread_id = ? AND ns = ?"
                 " AND checkpoint_id = ? ORDER BY rowid",
                 (thread_id, ns, checkpoint_id),
             ).fetchall()
@@ -749,7 +754,7 @@ class SqliteCheckpointer:
 
         def run(conn: sqlite3.Connection) -> dict[PauseId, AnswerRecord]:
             rows = conn.execute(
-                "SELECT pause_id, value, by, reason, created_at FROM answers"
+                "SELECT pause_id, value, by, reason, created_at FROM gf_answers"
                 " WHERE thread_id = ? ORDER BY seq",
                 (thread_id,),
             ).fetchall()
@@ -774,8 +779,8 @@ class SqliteCheckpointer:
         def run(conn: sqlite3.Connection) -> None:
             with _Txn(conn):
                 conn.executemany(
-                    "INSERT INTO decisions (thread_id, call_id, verdict, fingerprint, by, reason,"
-                    " applied, note, created_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                    "INSERT INTO gf_decisions (thread_id, call_id, verdict, fingerprint, by,"
+                    " reason, applied, note, created_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
                     rows,
                 )
 
@@ -810,7 +815,7 @@ class SqliteCheckpointer:
         def run(conn: sqlite3.Connection) -> bool:
             with _Txn(conn):
                 cur = conn.execute(
-                    "INSERT INTO dispatches VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
+                    "INSERT INTO gf_dispatches VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
                     " ON CONFLICT (thread_id, call_id) DO NOTHING",
                     row,
                 )
@@ -840,7 +845,7 @@ class SqliteCheckpointer:
         def run(conn: sqlite3.Connection) -> None:
             with _Txn(conn):
                 cur = conn.execute(
-                    "UPDATE dispatches SET status = ?, result = ?, error = ?, completed_at = ?"
+                    "UPDATE gf_dispatches SET status = ?, result = ?, error = ?, completed_at = ?"
                     " WHERE thread_id = ? AND call_id = ?",
                     (status, blob, error, now(), thread_id, call_id),
                 )

@@ -491,14 +491,15 @@ async def test_schema_is_created_by_named_migrations(cp: SqliteCheckpointer, pat
     def inspect() -> tuple[set[str], set[str]]:
         db = Database(path)
         try:
-            indexes = {i.name for t in ("threads", "channels") for i in db.table(t).indexes}
+            indexes = {i.name for t in ("gf_threads", "gf_channels") for i in db.table(t).indexes}
             return set(db.table_names()), indexes
         finally:
             db.close()
 
     tables, indexes = await anyio.to_thread.run_sync(inspect)
-    expected = {"threads", "checkpoints", "channels", "tasks", "memos", "pauses", "answers",
-                "decisions", "dispatches", "_graphflow_meta", "_graphflow_migrations"}  # fmt: skip
+    expected = {"gf_threads", "gf_checkpoints", "gf_channels", "gf_tasks", "gf_memos",
+                "gf_pauses", "gf_answers", "gf_decisions", "gf_dispatches", "_graphflow_meta",
+                "_graphflow_migrations"}  # fmt: skip
     assert expected <= tables
     assert {"threads_by_status", "channels_chain"} <= indexes
     applied = await raw(path, "SELECT name FROM _graphflow_migrations")
@@ -545,7 +546,7 @@ async def test_unknown_migration_is_refused(cp: SqliteCheckpointer, path: Path) 
 @pytest.mark.anyio
 async def test_corrupt_channel_blob(cp: SqliteCheckpointer, path: Path) -> None:
     await fill(cp, 3)
-    await raw(path, "UPDATE channels SET blob = X'C1C1C1C1' WHERE channel = 'counter'")
+    await raw(path, "UPDATE gf_channels SET blob = X'C1C1C1C1' WHERE channel = 'counter'")
     head = await cp.get_checkpoint(T1)
     assert head is not None
     with pytest.raises(CorruptCheckpointError) as err:
@@ -557,7 +558,7 @@ async def test_corrupt_channel_blob(cp: SqliteCheckpointer, path: Path) -> None:
 @pytest.mark.anyio
 async def test_corrupt_checkpoint_and_records(cp: SqliteCheckpointer, path: Path) -> None:
     _owner, head = await fill(cp, 3)
-    await raw(path, "UPDATE checkpoints SET body = X'92C1' WHERE id = ?", (head,))
+    await raw(path, "UPDATE gf_checkpoints SET body = X'92C1' WHERE id = ?", (head,))
     with pytest.raises(CorruptCheckpointError) as err:
         await cp.get_checkpoint(T1)
     assert (err.value.thread_id, err.value.checkpoint_id) == (T1, head)
@@ -566,7 +567,7 @@ async def test_corrupt_checkpoint_and_records(cp: SqliteCheckpointer, path: Path
         await cp.list_checkpoints(T1)
 
     # Valid msgpack of the wrong shape is damage too, never a half-built record.
-    await raw(path, "UPDATE checkpoints SET body = ? WHERE id = ?", (serde.dumps([1]), head))
+    await raw(path, "UPDATE gf_checkpoints SET body = ? WHERE id = ?", (serde.dumps([1]), head))
     with pytest.raises(CorruptCheckpointError, match="invalid shape"):
         await cp.get_checkpoint(T1, checkpoint_id=head)
 
@@ -576,31 +577,31 @@ async def test_corrupt_checkpoint_and_records(cp: SqliteCheckpointer, path: Path
         ("channel_bases", serde.dumps({"msgs": 5})),
         ("body", serde.dumps([{}, {}])),  # a map where the frontier list belongs
     ]:
-        await raw(path, f"UPDATE checkpoints SET {column} = ? WHERE id = ?", (value, head))
+        await raw(path, f"UPDATE gf_checkpoints SET {column} = ? WHERE id = ?", (value, head))
         with pytest.raises(CorruptCheckpointError, match="invalid shape") as err:
             await cp.get_checkpoint(T1)
         assert err.value.checkpoint_id == head
         valid = (serde.dumps({}), serde.dumps([[], {}]), head)
         await raw(
             path,
-            "UPDATE checkpoints SET channel_versions = ?, channel_bases = NULL, body = ?"
+            "UPDATE gf_checkpoints SET channel_versions = ?, channel_bases = NULL, body = ?"
             " WHERE id = ?",
             valid,
         )
 
-    await raw(path, "UPDATE threads SET pending_pause_ids = X'FFFF'")
+    await raw(path, "UPDATE gf_threads SET pending_pause_ids = X'FFFF'")
     with pytest.raises(CorruptCheckpointError, match="thread-1"):
         await cp.get_thread(T1)
 
-    await raw(path, "UPDATE threads SET pending_pause_ids = ?", (serde.dumps(5),))
+    await raw(path, "UPDATE gf_threads SET pending_pause_ids = ?", (serde.dumps(5),))
     with pytest.raises(CorruptCheckpointError, match="invalid shape"):
         await cp.get_thread(T1)
 
-    await raw(path, "UPDATE tasks SET body = X'C1'")
-    [(tasks,)] = await raw(path, "SELECT checkpoint_id FROM tasks LIMIT 1")
+    await raw(path, "UPDATE gf_tasks SET body = X'C1'")
+    [(tasks,)] = await raw(path, "SELECT checkpoint_id FROM gf_tasks LIMIT 1")
     with pytest.raises(CorruptCheckpointError, match="thread-1"):
         await cp.load_tasks(T1, "", tasks)
-    await raw(path, "UPDATE tasks SET body = ?", (serde.dumps(5),))
+    await raw(path, "UPDATE gf_tasks SET body = ?", (serde.dumps(5),))
     with pytest.raises(CorruptCheckpointError, match="invalid shape"):
         await cp.load_tasks(T1, "", tasks)
 
@@ -610,7 +611,7 @@ async def test_list_channel_of_the_wrong_shape(cp: SqliteCheckpointer, path: Pat
     await fill(cp, 3)
     ck = await cp.get_checkpoint(T1)
     assert ck is not None
-    await raw(path, "UPDATE channels SET blob = ? WHERE channel = 'msgs' AND kind = 'set'",
+    await raw(path, "UPDATE gf_channels SET blob = ? WHERE channel = 'msgs' AND kind = 'set'",
         (serde.dumps(5),))  # fmt: skip
     with pytest.raises(CorruptCheckpointError, match="invalid shape") as err:
         await cp.load_channels(T1, "", ck.channel_versions, ck.channel_bases)
@@ -621,8 +622,8 @@ async def test_list_channel_of_the_wrong_shape(cp: SqliteCheckpointer, path: Pat
 async def test_missing_table_is_damage(cp: SqliteCheckpointer, path: Path) -> None:
     await fill(cp, 1)
     await cp.close()
-    await raw(path, "DROP TABLE memos")
-    with pytest.raises(CorruptCheckpointError, match="no such table: memos"):
+    await raw(path, "DROP TABLE gf_memos")
+    with pytest.raises(CorruptCheckpointError, match="no such table: gf_memos"):
         await cp.load_memos(T1, "", CheckpointId("c"))
 
 
@@ -632,18 +633,18 @@ async def test_deleted_rows(cp: SqliteCheckpointer, path: Path) -> None:
     ck = await cp.get_checkpoint(T1)
     assert ck is not None
     # An append row in the middle of a list channel's chain.
-    await raw(path, "DELETE FROM channels WHERE channel = 'msgs' AND version = ("
-              "SELECT version FROM channels WHERE channel = 'msgs' AND kind = 'append'"
+    await raw(path, "DELETE FROM gf_channels WHERE channel = 'msgs' AND version = ("
+              "SELECT version FROM gf_channels WHERE channel = 'msgs' AND kind = 'append'"
               " ORDER BY version LIMIT 1)")  # fmt: skip
     with pytest.raises(CorruptCheckpointError, match="'msgs'") as err:
         await cp.load_channels(T1, "", ck.channel_versions, ck.channel_bases)
     assert err.value.thread_id == T1
     # A plain channel's row.
-    await raw(path, "DELETE FROM channels WHERE channel = 'counter'")
+    await raw(path, "DELETE FROM gf_channels WHERE channel = 'counter'")
     with pytest.raises(CorruptCheckpointError, match="'counter'"):
         await cp.load_channels(T1, "", {"counter": ck.channel_versions["counter"]}, {})
     # The head checkpoint itself: reported, not taken for a new thread.
-    await raw(path, "DELETE FROM checkpoints WHERE id = ?", (head,))
+    await raw(path, "DELETE FROM gf_checkpoints WHERE id = ?", (head,))
     with pytest.raises(CorruptCheckpointError) as err:
         await cp.get_checkpoint(T1)
     assert (err.value.thread_id, err.value.checkpoint_id) == (T1, head)
@@ -718,7 +719,7 @@ async def test_listing_1000_paused_threads(
         plan = await on_connection(
             cp,
             "EXPLAIN QUERY PLAN SELECT thread_id, status, updated_at, pending_count, graph_name,"
-            " head, created_at FROM threads WHERE status = 'paused'"
+            " head, created_at FROM gf_threads WHERE status = 'paused'"
             " ORDER BY updated_at DESC, thread_id DESC",
         )
         assert "COVERING INDEX threads_by_status" in str(plan) and "TEMP B-TREE" not in str(plan)
@@ -734,14 +735,14 @@ async def test_small_records_stay_small(cp: SqliteCheckpointer, path: Path) -> N
     await fill(cp, 3)
     [(body, versions, bases)] = await raw(
         path,
-        "SELECT length(body), length(channel_versions), channel_bases FROM checkpoints"
+        "SELECT length(body), length(channel_versions), channel_bases FROM gf_checkpoints"
         " ORDER BY id LIMIT 1",
     )
     assert body < 40 and versions < 40 and bases is None  # one TaskSpec, two versions
-    types = "SELECT typeof(step), typeof(version) FROM checkpoints, channels LIMIT 1"
+    types = "SELECT typeof(step), typeof(version) FROM gf_checkpoints, gf_channels LIMIT 1"
     assert await raw(path, types) == [("integer", "integer")]
-    assert await raw(path, "SELECT DISTINCT body FROM tasks") == [(None,)]
-    pending = await raw(path, "SELECT pending_pause_ids, pending_count FROM threads")
+    assert await raw(path, "SELECT DISTINCT body FROM gf_tasks") == [(None,)]
+    pending = await raw(path, "SELECT pending_pause_ids, pending_count FROM gf_threads")
     assert pending == [(None, 0)]
 
 

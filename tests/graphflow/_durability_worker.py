@@ -263,7 +263,7 @@ def _fast_committed(db: str, thread_id: str) -> bool:
     conn = sqlite3.connect(db, timeout=5)
     try:
         row = conn.execute(
-            "SELECT count(*) FROM tasks WHERE thread_id = ? AND node = 'fast'"
+            "SELECT count(*) FROM gf_tasks WHERE thread_id = ? AND node = 'fast'"
             " AND status = 'completed'",
             (thread_id,),
         ).fetchone()

@@ -732,43 +732,43 @@ def _file(fn: Callable[[bytes], bytes]) -> Callable[[Path], None]:
     return mutate
 
 
-HEAD = "(SELECT head FROM threads WHERE thread_id = 't')"
+HEAD = "(SELECT head FROM gf_threads WHERE thread_id = 't')"
 GARBAGE = random.Random(8).randbytes(48)
 
 CORRUPTIONS = [
-    pytest.param(_sql("UPDATE channels SET blob = x'c1' WHERE channel = 'x'"),
+    pytest.param(_sql("UPDATE gf_channels SET blob = x'c1' WHERE channel = 'x'"),
                  id="channel blob: a byte msgpack never uses"),
-    pytest.param(_sql("UPDATE channels SET blob = ? WHERE channel = 'log'", GARBAGE),
+    pytest.param(_sql("UPDATE gf_channels SET blob = ? WHERE channel = 'log'", GARBAGE),
                  id="channel blob: random bytes"),
-    pytest.param(_sql("UPDATE channels SET blob = substr(blob, 1, length(blob) / 2)"
+    pytest.param(_sql("UPDATE gf_channels SET blob = substr(blob, 1, length(blob) / 2)"
                       " WHERE channel = 'log' AND kind = 'append'"),
                  id="channel blob: truncated"),
-    pytest.param(_sql("UPDATE channels SET blob = x'05' WHERE channel = 'log'"),
+    pytest.param(_sql("UPDATE gf_channels SET blob = x'05' WHERE channel = 'log'"),
                  id="channel blob: a number where a list segment belongs"),
-    pytest.param(_sql("UPDATE channels SET blob = x'a3616263' WHERE channel = 'total'"),
+    pytest.param(_sql("UPDATE gf_channels SET blob = x'a3616263' WHERE channel = 'total'"),
                  id="channel blob: a string where an int belongs",
                  marks=pytest.mark.xfail(strict=True, reason=(
                      "BUG: decoded channel values are not checked against the state schema:"
                      " get_state returns total='abc' (a wrong state) instead of raising"))),
-    pytest.param(_sql(f"UPDATE checkpoints SET body = x'c1' WHERE id = {HEAD}"),
+    pytest.param(_sql(f"UPDATE gf_checkpoints SET body = x'c1' WHERE id = {HEAD}"),
                  id="checkpoint body: garbage"),
-    pytest.param(_sql(f"UPDATE checkpoints SET body = x'05' WHERE id = {HEAD}"),
+    pytest.param(_sql(f"UPDATE gf_checkpoints SET body = x'05' WHERE id = {HEAD}"),
                  id="checkpoint body: wrong shape"),
-    pytest.param(_sql(f"UPDATE checkpoints SET channel_versions = ? WHERE id = {HEAD}", GARBAGE),
+    pytest.param(_sql(f"UPDATE gf_checkpoints SET channel_versions = ? WHERE id = {HEAD}", GARBAGE),
                  id="checkpoint channel_versions: garbage"),
-    pytest.param(_sql(f"UPDATE checkpoints SET channel_versions = x'9105' WHERE id = {HEAD}"),
+    pytest.param(_sql(f"UPDATE gf_checkpoints SET channel_versions = x'9105' WHERE id = {HEAD}"),
                  id="checkpoint channel_versions: a list, not a map"),
-    pytest.param(_sql("UPDATE tasks SET body = x'c1' WHERE body IS NOT NULL"),
+    pytest.param(_sql("UPDATE gf_tasks SET body = x'c1' WHERE body IS NOT NULL"),
                  id="task record: garbage writes"),
-    pytest.param(_sql("UPDATE pauses SET value = x'c1'"), id="pause record: garbage value"),
-    pytest.param(_sql("UPDATE threads SET pending_pause_ids = x'c1'"),
+    pytest.param(_sql("UPDATE gf_pauses SET value = x'c1'"), id="pause record: garbage value"),
+    pytest.param(_sql("UPDATE gf_threads SET pending_pause_ids = x'c1'"),
                  id="thread row: garbage pending pause ids"),
-    pytest.param(_sql("DELETE FROM channels WHERE channel = 'total' AND version ="
-                      " (SELECT max(version) FROM channels WHERE channel = 'total')"),
+    pytest.param(_sql("DELETE FROM gf_channels WHERE channel = 'total' AND version ="
+                      " (SELECT max(version) FROM gf_channels WHERE channel = 'total')"),
                  id="deleted channel row"),
-    pytest.param(_sql(f"DELETE FROM checkpoints WHERE id = {HEAD}"),
+    pytest.param(_sql(f"DELETE FROM gf_checkpoints WHERE id = {HEAD}"),
                  id="deleted head checkpoint"),
-    pytest.param(_sql("DELETE FROM pauses"), id="deleted pending pause record"),
+    pytest.param(_sql("DELETE FROM gf_pauses"), id="deleted pending pause record"),
     pytest.param(_file(lambda b: b[: len(b) // 2]), id="truncated file"),
     pytest.param(_file(lambda b: random.Random(9).randbytes(len(b))), id="file of random bytes"),
 ]  # fmt: skip
@@ -825,20 +825,20 @@ def running_store(tmp_path_factory: pytest.TempPathFactory) -> Path:
     db = tmp_path_factory.mktemp("corrupt") / "running.db"
     _, error = _faulty_run(db, w.MemoryRecorder(), at=5, when="before")
     assert isinstance(fault_of(error), InjectedFault)
-    assert dump(db)["threads"][0][1] == "running"
+    assert dump(db)["gf_threads"][0][1] == "running"
     return db
 
 
 @pytest.mark.parametrize(
     "mutate",
     [
-        pytest.param(_sql("UPDATE channels SET blob = x'c1' WHERE channel = 'x'"), id="channel"),
-        pytest.param(_sql(f"UPDATE checkpoints SET body = x'c1' WHERE id = {HEAD}"),
+        pytest.param(_sql("UPDATE gf_channels SET blob = x'c1' WHERE channel = 'x'"), id="channel"),
+        pytest.param(_sql(f"UPDATE gf_checkpoints SET body = x'c1' WHERE id = {HEAD}"),
                      id="checkpoint"),
-        pytest.param(_sql("UPDATE tasks SET body = x'c1' WHERE node = 'b'"),
+        pytest.param(_sql("UPDATE gf_tasks SET body = x'c1' WHERE node = 'b'"),
                      id="completed task record"),
-        pytest.param(_sql("UPDATE memos SET value = x'c1'"), id="memoized step"),
-        pytest.param(_sql("DELETE FROM channels WHERE channel = 'log' AND kind = 'append'"),
+        pytest.param(_sql("UPDATE gf_memos SET value = x'c1'"), id="memoized step"),
+        pytest.param(_sql("DELETE FROM gf_channels WHERE channel = 'log' AND kind = 'append'"),
                      id="deleted channel row"),
     ],
 )  # fmt: skip
