@@ -79,13 +79,9 @@ def _initial(db: Database) -> None:
         "thread_id",
         nullable=("head", "graph_name", "lease_owner", "lease_expires_at", "pending_pause_ids"),
     )
-    # list_threads(status), newest first: a backwards range of this index, which covers
-    # every listed column (no table lookups). Every commit rewrites its entry anyway, as
-    # updated_at changes, so the extra columns cost little.
-    db.table("gf_threads").create_index(
-        ["status", "updated_at", "thread_id", "pending_count", "graph_name", "head", "created_at"],
-        "threads_by_status",
-    )
+    # list_threads(status): only the status is indexed, so that a commit, which rewrites the
+    # row's head and updated_at, touches no index page unless the status changes.
+    db.table("gf_threads").create_index(["status"], "threads_by_status")
     _table(
         db,
         "gf_checkpoints",
@@ -115,17 +111,19 @@ def _initial(db: Database) -> None:
             "version": int,
             "kind": str,  # "set" or "append"
             "base": int,  # an append's base; a set row's own version (its chain starts there)
-            "blob": bytes,
+            "blob": bytes,  # NULL when the value is in gf_blobs
+            "blob_id": int,  # the gf_blobs row of a large value
         },
-        ("thread_id", "ns", "channel", "version"),
-        nullable=("base",),
+        # A set row's base is its own version, so one key serves both reads: a set row is
+        # (..., base=v, version=v), and a list channel is the set row at its base plus the
+        # append rows of that base up to the version: one range of this key.
+        ("thread_id", "ns", "channel", "base", "version"),
+        nullable=("blob", "blob_id"),
         without_rowid=True,
     )
-    # A list channel is the set row at its base plus the append rows of that base up to the
-    # version, in version order: one range of this index.
-    db.table("gf_channels").create_index(
-        ["thread_id", "ns", "channel", "base", "version"], "channels_chain"
-    )
+    # Values too large for a row of the WITHOUT ROWID channel table (whose rows over ~1 KB
+    # would spill into a whole overflow page each) live in this rowid table, packed densely.
+    _table(db, "gf_blobs", {"id": int, "data": bytes}, "id")
     _table(
         db,
         "gf_tasks",

@@ -6,7 +6,10 @@ module adds durability and multi-process safety. Decisions behind it:
 - **One connection per object, used off the event loop.** Every method hands one function to
   ``anyio.to_thread.run_sync`` with this object's ``CapacityLimiter(1)``, so calls on one
   object are serialized and the event loop never waits for the disk. A ``threading.Lock``
-  guards the connection as well, for an object shared by several event loops.
+  guards the connection as well, for an object shared by several event loops. The one
+  exception is a private event loop of graphflow's sync API (``checkpoints.blocking``),
+  where nothing else runs: there calls run inline, as a thread hop costs about as much as
+  an fsync'd commit.
 - **Durable commits.** WAL with ``synchronous=FULL`` (the default): ``commit`` returns after
   the WAL is fsync'd (promise 2).
 - **Every write is ``BEGIN IMMEDIATE``**, so the write lock is taken (waiting up to
@@ -43,6 +46,7 @@ import anyio.to_thread
 from sqlite_utils import Database
 
 from checkpoints import migrations, serde
+from checkpoints.blocking import inline_io
 from checkpoints.errors import (
     CheckpointError,
     CorruptCheckpointError,
@@ -230,13 +234,18 @@ def _channel(
     """One channel's value: its row at ``version``, or its set row + append chain."""
     what = f"channel {channel!r}"
     if base is None:
-        sql = "SELECT blob FROM gf_channels WHERE thread_id=? AND ns=? AND channel=? AND version=?"
-        row = conn.execute(sql, (thread_id, ns, channel, version)).fetchone()
+        sql = (
+            "SELECT coalesce(c.blob, b.data) FROM gf_channels c LEFT JOIN gf_blobs b"
+            " ON b.id = c.blob_id"
+            " WHERE thread_id=? AND ns=? AND channel=? AND base=? AND version=?"
+        )
+        row = conn.execute(sql, (thread_id, ns, channel, version, version)).fetchone()
         if row is None:
             raise _missing(thread_id, channel, version)
         return _load(row[0], thread_id, None, what)
     sql = (
-        "SELECT kind, blob FROM gf_channels WHERE thread_id = ? AND ns = ? AND channel = ?"
+        "SELECT kind, coalesce(c.blob, b.data) FROM gf_channels c LEFT JOIN gf_blobs b"
+        " ON b.id = c.blob_id WHERE thread_id = ? AND ns = ? AND channel = ?"
         " AND base = ? AND version <= ? ORDER BY version"
     )
     value: list[Any] = []
@@ -319,6 +328,10 @@ def _fenced_off(
     return None
 
 
+_INLINE_MAX = 900
+"""Serialized channel values larger than this go to gf_blobs (see migrations._initial)."""
+
+
 def _commit(conn: sqlite3.Connection, thread_id: str, owner: str, batch: CommitBatch) -> None:
     """The body of ``commit``: serialize everything, then one write transaction."""
     ns = batch.ns
@@ -342,6 +355,7 @@ def _commit(conn: sqlite3.Connection, thread_id: str, owner: str, batch: CommitB
              c.version if c.kind == "set" else c.base, _dumps(c.value, key=c.channel))
             for c in batch.channels
         ]  # fmt: skip
+        large = [i for i, row in enumerate(chans) if len(row[6]) > _INLINE_MAX]
         pauses = [
             (thread_id, p.id, p.ns, p.checkpoint_id, p.task_id, p.node, p.kind,
              _dumps(p.value, key=f"pause {p.id!r}"), p.created_at)
@@ -399,7 +413,11 @@ def _commit(conn: sqlite3.Connection, thread_id: str, owner: str, batch: CommitB
                 "INSERT OR REPLACE INTO gf_checkpoints VALUES (?,?,?,?,?,?,?,?,?,?)", ck_row
             )
         if chans:
-            conn.executemany("INSERT OR REPLACE INTO gf_channels VALUES (?,?,?,?,?,?,?)", chans)
+            rows: list[tuple[Any, ...]] = [(*row, None) for row in chans]
+            for i in large:
+                cur = conn.execute("INSERT INTO gf_blobs (data) VALUES (?)", (chans[i][6],))
+                rows[i] = (*chans[i][:6], None, cur.lastrowid)
+            conn.executemany("INSERT OR REPLACE INTO gf_channels VALUES (?,?,?,?,?,?,?,?)", rows)
         if pauses:
             conn.executemany(_UPSERT_PAUSE, pauses)
         if answers:
@@ -481,6 +499,9 @@ class SqliteCheckpointer:
 
     async def _run(self, thread_id: str | None, fn: Callable[[sqlite3.Connection], T]) -> T:
         """Run ``fn`` off the event loop, one call of this object at a time."""
+        if inline_io.get():
+            # A private event loop (graphflow's sync API): a thread hop would only add latency.
+            return self._call(thread_id, fn)
         return await anyio.to_thread.run_sync(self._call, thread_id, fn, limiter=self._limiter)
 
     async def setup(self) -> None:
@@ -567,13 +588,13 @@ class SqliteCheckpointer:
         await self._run(thread_id, run)
 
     async def list_threads(self, status: ThreadStatus | None = None) -> list[ThreadInfo]:
-        """Threads, most recently updated first (by status: the covering index alone)."""
+        """Threads, most recently updated first (by status: through the status index)."""
 
         def run(conn: sqlite3.Connection) -> list[ThreadInfo]:
             order = " ORDER BY updated_at DESC, thread_id DESC"
             if status is None:
                 rows = conn.execute(_INFO + order).fetchall()
-            else:  # a backwards range of the threads_by_status index
+            else:  # the rows of the threads_by_status index, sorted
                 rows = conn.execute(_INFO + " WHERE status = ?" + order, (status,)).fetchall()
             dt, utc = datetime.fromtimestamp, UTC  # models.to_datetime, without a call
             return [

@@ -10,6 +10,8 @@ import anyio
 import anyio.lowlevel
 from anyio.from_thread import start_blocking_portal
 
+from checkpoints.blocking import inline_io
+
 T = TypeVar("T")
 
 
@@ -26,7 +28,11 @@ def _check_no_loop(what: str) -> None:
 def run_sync(what: str, fn: Callable[..., Awaitable[T]], *args: Any) -> T:
     """Run ``fn(*args)`` in a new event loop; refuse inside a running one."""
     _check_no_loop(what)
-    return anyio.run(fn, *args)
+    token = inline_io.set(True)  # this loop is private to the call: stores may block it
+    try:
+        return anyio.run(fn, *args)
+    finally:
+        inline_io.reset(token)
 
 
 def iterate_sync(what: str, agen_factory: Callable[[], AsyncIterator[T]]) -> Iterator[T]:
@@ -39,6 +45,7 @@ def iterate_sync(what: str, agen_factory: Callable[[], AsyncIterator[T]]) -> Ite
     items: queue.SimpleQueue[tuple[bool, Any]] = queue.SimpleQueue()
 
     async def pump() -> None:
+        inline_io.set(True)  # the portal's loop is private to this iteration
         try:
             async for item in agen_factory():
                 items.put((True, item))

@@ -357,7 +357,12 @@ class CompiledGraph:
 
     # -- state and history ----------------------------------------------------------------------
     async def _snapshot(
-        self, thread_id: ThreadId, ck: CheckpointRecord, pending_ids: Sequence[str]
+        self,
+        thread_id: ThreadId,
+        ck: CheckpointRecord,
+        pending_ids: Sequence[str],
+        *,
+        applied: bool,
     ) -> StateSnapshot:
         store = self._store()
         vals = await store.load_channels(thread_id, ck.ns, ck.channel_versions, ck.channel_bases)
@@ -378,15 +383,15 @@ class CompiledGraph:
         for spec in ck.frontier:
             rec = records.get(spec.id)
             tp = tuple(p for p in pauses if p.id.startswith(f"{spec.id}:"))
+            if tp:
+                status = "paused"
+            elif rec is not None:
+                status = rec.status
+            else:  # a step that a later checkpoint applied completed (its records are not kept)
+                status = "completed" if applied else "pending"
+            attempts = rec.attempts if rec else (0 if status == "pending" else 1)
             tasks.append(
-                TaskInfo(
-                    spec.id,
-                    spec.node,
-                    "paused" if tp else (rec.status if rec is not None else "pending"),
-                    rec.attempts if rec else 0,
-                    rec.error if rec else None,
-                    tp,
-                )
+                TaskInfo(spec.id, spec.node, status, attempts, rec.error if rec else None, tp)  # type: ignore[arg-type]
             )
         return StateSnapshot(
             values=self.schema.view(vals),
@@ -418,7 +423,8 @@ class CompiledGraph:
             )
         if ck is None:
             raise InvalidArgumentError(f"thread {thread_id!r} has no checkpoint {checkpoint_id!r}")
-        return await self._snapshot(th.thread_id, ck, th.pending_pause_ids)
+        applied = ck.id != th.head and ck.id in await self._applied(th.thread_id)
+        return await self._snapshot(th.thread_id, ck, th.pending_pause_ids, applied=applied)
 
     def get_state(
         self, thread_id: str, *, checkpoint_id: str | None = None, subgraphs: bool = False
@@ -442,7 +448,16 @@ class CompiledGraph:
         if th is None:
             return []
         cks = await store.list_checkpoints(th.thread_id, "", limit=limit)
-        return [await self._snapshot(th.thread_id, ck, th.pending_pause_ids) for ck in cks]
+        applied = await self._applied(th.thread_id)
+        return [
+            await self._snapshot(th.thread_id, ck, th.pending_pause_ids, applied=ck.id in applied)
+            for ck in cks
+        ]
+
+    async def _applied(self, thread_id: ThreadId) -> set[CheckpointId | None]:
+        """Checkpoints whose step completed: the parents of step ("loop") checkpoints."""
+        cks = await self._store().list_checkpoints(thread_id, "")
+        return {c.parent_id for c in cks if c.source == "loop"}
 
     def get_state_history(self, thread_id: str, *, limit: int | None = None) -> list[StateSnapshot]:
         """Sync ``aget_state_history``."""

@@ -541,14 +541,14 @@ def reference_writes(tmp_path_factory: pytest.TempPathFactory) -> tuple[list[str
     assert error is None and rec.entries() == PAUSE_REF
     writes = [_describe(k, p) for k, p in fcp.log]
     assert writes == [
-        "checkpoint+thread=running",  # the input
-        "a:completed+checkpoint+thread=running",
+        "checkpoint",  # the input (a new thread's row already says running)
+        "checkpoint",  # a's step: its record is implied by the checkpoint
         "memo",  # c's step_once
         "b:completed",  # a sibling's record while c still runs
         "c:paused+pause+thread=paused",
         "answers",  # resume
-        "c:completed+checkpoint+thread=running",
-        "d:completed+checkpoint+thread=done",
+        "c:completed+checkpoint+thread=running",  # kept: c ran twice (attempts 2)
+        "checkpoint+thread=done",  # d
     ]
     return writes, fcp.vm_steps
 

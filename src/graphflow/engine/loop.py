@@ -415,14 +415,23 @@ class Run:
         tasks: list[TaskRecord] | None = None,
     ) -> None:
         status: ThreadStatus = "running" if frontier else "done"
-        expected = self.thread.head if self.thread is not None else None
+        th = self.thread
+        expected = th.head if th is not None else None
+        # The thread row changes only when its status or pending pauses do (a backend may then
+        # skip rewriting the row's indexed columns on every step).
+        unchanged = (
+            th is not None
+            and th.status == status
+            and not th.pending_pause_ids
+            and (self.graph.name is None or th.graph_name == self.graph.name)
+        )
         await self._commit(
             CommitBatch(
                 ns=self.ns,
                 tasks=tasks or [],
                 checkpoint=ck,
                 channels=writes,
-                thread=ThreadUpdate(status, (), self.graph.name),
+                thread=None if unchanged else ThreadUpdate(status, (), self.graph.name),
                 expected_head=expected,
                 check_head=True,
             )
@@ -905,7 +914,9 @@ class Run:
             now(),
             applied.bases,
         )
-        records = self._unflushed
+        # Records finishing with the step need not be stored: the checkpoint that applies
+        # them says they completed. Only a retried task's record (its attempts) is kept.
+        records = [r for r in self._unflushed if r.attempts > 1]
         self._unflushed = []
         for r in records:
             r.writes = None
