@@ -24,8 +24,8 @@ module adds durability and multi-process safety. Decisions behind it:
   ``CorruptCheckpointError`` naming the thread (and the checkpoint when known).
 - **No statement outlives a call**: multi-row reads ``fetchall()`` before decoding, so an
   error while decoding never leaves a statement open holding an old snapshot.
-- **Lifecycle.** The file and its schema are created by ``setup()``, which every method
-  calls lazily; the schema changes only through ``checkpoints.migrations``. ``close()``
+- **Lifecycle.** The file and its schema are created when the object is made (or, if that
+  failed, by ``setup()``, which every method calls lazily and which reports the error); the schema changes only through ``checkpoints.migrations``. ``close()``
   closes the connection; a later call opens it again.
 """
 
@@ -445,6 +445,10 @@ class SqliteCheckpointer:
         self._conn: sqlite3.Connection | None = None
         self._lock = threading.Lock()
         self._limiter = anyio.CapacityLimiter(1)
+        # Open now, so that the first run does not pay for connecting and migrating. A file
+        # that cannot be opened is reported by the first call, which knows the thread.
+        with contextlib.suppress(sqlite3.Error, CheckpointError):
+            self._open()
 
     # -- connection ----------------------------------------------------------------------
     def _open(self) -> sqlite3.Connection:
