@@ -25,8 +25,9 @@ module adds durability and multi-process safety. Decisions behind it:
 - **No statement outlives a call**: multi-row reads ``fetchall()`` before decoding, so an
   error while decoding never leaves a statement open holding an old snapshot.
 - **Lifecycle.** The file and its schema are created when the object is made (or, if that
-  failed, by ``setup()``, which every method calls lazily and which reports the error); the schema changes only through ``checkpoints.migrations``. ``close()``
-  closes the connection; a later call opens it again.
+  failed, by ``setup()``, which every method calls lazily and which reports the error);
+  the schema changes only through ``checkpoints.migrations``. ``close()`` closes the
+  connection; a later call opens it again.
 """
 
 from __future__ import annotations
