@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import inspect
-from collections.abc import Callable, Hashable, Sequence
+from collections.abc import Callable, Hashable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -101,11 +101,14 @@ class StateGraph:
         *,
         destinations: Sequence[str] | None = None,
         retry: RetryPolicy | None = None,
+        input: Mapping[str, str] | None = None,
+        output: Mapping[str, str] | None = None,
     ) -> StateGraph:
         """Add a node: ``add_node("name", fn)``, ``add_node(fn)`` or ``add_node(agent_node)``.
 
         ``fn`` is called as ``fn(state)`` or ``fn(state, ctx)``; it may be async. A compiled
-        graph may be given as ``fn`` to nest it as a subgraph.
+        graph may be given as ``fn`` to nest it as a subgraph: keys with the same name are
+        shared, and ``input``/``output`` map child keys to parent keys of other names.
         """
         if fn is None:
             fn = name
@@ -131,6 +134,18 @@ class StateGraph:
         from graphflow.compiled import CompiledGraph
 
         subgraph = fn if isinstance(fn, CompiledGraph) else None
+        if subgraph is not None:
+            from graphflow.subgraph import SubgraphNode
+
+            try:
+                fn = SubgraphNode(name, subgraph, self.schema, input, output)
+            except GraphValidationError as e:
+                self._errors.append((str(e), e.nodes))
+                return self
+        elif input is not None or output is not None:
+            raise GraphValidationError(
+                f"node {name!r}: input=/output= mappings are only for subgraph nodes", (name,)
+            )
         target = getattr(fn, "node_callable", None)
         call = target() if callable(target) else fn
         if not callable(call):

@@ -40,6 +40,7 @@ from graphflow.errors import (
     ThreadNotFoundError,
     UnknownPauseError,
 )
+from graphflow.subgraph import SubgraphNode, child_namespace
 from graphflow.types import Event, Pause, RunResult, StateSnapshot, TaskInfo
 
 if TYPE_CHECKING:
@@ -71,6 +72,15 @@ class CompiledGraph:
         self.lease_ttl = lease_ttl
         self.path_prefix = ""
         self._setup_done = False
+        self._resumable_checked = False
+
+    def _check_resumable(self) -> None:
+        """Without a checkpointer, refuse to run subgraphs that could pause (once checked)."""
+        if not self._resumable_checked:
+            from graphflow.validate import check_resumable
+
+            check_resumable(self.builder)
+            self._resumable_checked = True
 
     async def _ensure_setup(self, thread_id: str | None = None) -> None:
         if not self._setup_done and self.checkpointer is not None:
@@ -358,15 +368,16 @@ class CompiledGraph:
     # -- state and history ----------------------------------------------------------------------
     async def _snapshot(
         self,
+        store: Checkpointer,
         thread_id: ThreadId,
         ck: CheckpointRecord,
         pending_ids: Sequence[str],
         *,
         applied: bool,
+        subgraphs: bool = False,
     ) -> StateSnapshot:
-        store = self._store()
         vals = await store.load_channels(thread_id, ck.ns, ck.channel_versions, ck.channel_bases)
-        vals = {k: v for k, v in vals.items() if not k.startswith(plan.JOIN_PREFIX)}
+        vals = {k: v for k, v in vals.items() if not plan.is_hidden(k)}
         records = await store.load_tasks(thread_id, ck.ns, ck.id)
         found = await store.get_pauses(thread_id, [PauseId(i) for i in pending_ids])
         missing = sorted(set(pending_ids) - {p.id for p in found})
@@ -376,13 +387,19 @@ class CompiledGraph:
                 thread_id=thread_id,
                 checkpoint_id=ck.id,
             )
-        pauses = [pause_from_record(p) for p in found]
-        frontier_ids = {t.id for t in ck.frontier}
-        pauses = [p for p in pauses if p.id.partition(":")[0] in frontier_ids]
         tasks = []
+        all_pauses: list[Pause] = []
         for spec in ck.frontier:
             rec = records.get(spec.id)
-            tp = tuple(p for p in pauses if p.id.startswith(f"{spec.id}:"))
+            inner = child_namespace(ck.ns, spec.node, spec.id)
+            tp = tuple(
+                pause_from_record(p)
+                for p in found
+                if (p.ns == ck.ns and p.task_id == spec.id)
+                or p.ns == inner
+                or p.ns.startswith(inner + "|")
+            )
+            all_pauses += tp
             if tp:
                 status = "paused"
             elif rec is not None:
@@ -390,14 +407,30 @@ class CompiledGraph:
             else:  # a step that a later checkpoint applied completed (its records are not kept)
                 status = "completed" if applied else "pending"
             attempts = rec.attempts if rec else (0 if status == "pending" else 1)
+            child_state = None
+            node = self.nodes.get(spec.node)
+            if subgraphs and node is not None and isinstance(node.fn, SubgraphNode):
+                child_ck = await store.get_checkpoint(thread_id, inner)
+                if child_ck is not None:
+                    child_state = await node.fn.graph._snapshot(
+                        store, thread_id, child_ck, pending_ids, applied=False, subgraphs=True
+                    )
             tasks.append(
-                TaskInfo(spec.id, spec.node, status, attempts, rec.error if rec else None, tp)  # type: ignore[arg-type]
+                TaskInfo(
+                    spec.id,
+                    spec.node,
+                    status,  # type: ignore[arg-type]
+                    attempts,
+                    rec.error if rec else None,
+                    tp,
+                    child_state,
+                )
             )
         return StateSnapshot(
             values=self.schema.view(vals),
             next=tuple(t.node for t in ck.frontier),
             tasks=tuple(tasks),
-            pauses=tuple(pauses),
+            pauses=tuple(all_pauses),
             step=ck.step,
             checkpoint_id=ck.id,
             parent_checkpoint_id=ck.parent_id,
@@ -424,7 +457,10 @@ class CompiledGraph:
         if ck is None:
             raise InvalidArgumentError(f"thread {thread_id!r} has no checkpoint {checkpoint_id!r}")
         applied = ck.id != th.head and ck.id in await self._applied(th.thread_id)
-        return await self._snapshot(th.thread_id, ck, th.pending_pause_ids, applied=applied)
+        pending = th.pending_pause_ids if ck.id == th.head else ()
+        return await self._snapshot(
+            store, th.thread_id, ck, pending, applied=applied, subgraphs=subgraphs
+        )
 
     def get_state(
         self, thread_id: str, *, checkpoint_id: str | None = None, subgraphs: bool = False
@@ -450,7 +486,13 @@ class CompiledGraph:
         cks = await store.list_checkpoints(th.thread_id, "", limit=limit)
         applied = await self._applied(th.thread_id)
         return [
-            await self._snapshot(th.thread_id, ck, th.pending_pause_ids, applied=ck.id in applied)
+            await self._snapshot(
+                store,
+                th.thread_id,
+                ck,
+                th.pending_pause_ids if ck.id == th.head else (),
+                applied=ck.id in applied,
+            )
             for ck in cks
         ]
 
@@ -498,7 +540,7 @@ class CompiledGraph:
                 run.values = self.schema.initial()
                 versions, bases = {}, {}
             version = next_version()
-            prior = {**run.values, **run.joins}
+            prior = {**run.values, **run.hidden}
             applied = apply_writes(
                 self.schema,
                 prior,
@@ -512,7 +554,7 @@ class CompiledGraph:
                 writes.append(plan_set(k, version, applied.values[k]))
                 applied.versions[k] = version
             run.values = {
-                k: v for k, v in applied.values.items() if not k.startswith(plan.JOIN_PREFIX)
+                k: v for k, v in applied.values.items() if not k.startswith(plan.HIDDEN_PREFIX)
             }
             ck_id = new_checkpoint_id()
             tasks: list[TaskRecord] = []

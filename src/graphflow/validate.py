@@ -107,6 +107,28 @@ def validate(
         _raise(problems)
 
 
+def check_resumable(builder: StateGraph) -> None:
+    """Raise ``GraphValidationError`` when a graph run without a checkpointer nests subgraphs
+    whose nodes can pause (nothing could resume them).
+
+    Checked when such a graph is run as the root: at ``compile`` a graph without a
+    checkpointer may still become a subgraph of one that has it.
+    """
+    from graphflow.subgraph import SubgraphNode, can_pause
+
+    pausing = sorted(
+        name
+        for name, spec in builder.nodes.items()
+        if isinstance(spec.fn, SubgraphNode) and can_pause(spec.fn.graph)
+    )
+    if pausing:
+        raise GraphValidationError(
+            f"subgraph nodes {pausing} can pause, so the graph that runs them needs a "
+            "checkpointer (compile(checkpointer=...)) to resume them",
+            pausing,
+        )
+
+
 def _raise(problems: list[tuple[str, tuple[str, ...]]]) -> None:
     nodes = tuple(dict.fromkeys(n for _, ns in problems for n in ns))
     raise GraphValidationError("; ".join(m for m, _ in problems), nodes)

@@ -69,6 +69,11 @@ class Agent:
         self.confirmation_handler = confirmation_handler
         self.max_turns = max_turns
 
+    @property
+    def may_need_confirmation(self) -> bool:
+        """Whether any call of this agent may pause for a decision."""
+        return self._confirm_all or bool(self._confirm)
+
     def needs_confirmation(self, tool_name: str) -> bool:
         """Whether a call of this tool waits for a decision before it runs."""
         return self._confirm_all or tool_name in self._confirm

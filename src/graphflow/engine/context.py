@@ -33,9 +33,11 @@ class PauseSignal(BaseException):
     It derives from ``BaseException`` so that a node's ``except Exception`` does not swallow it.
     """
 
-    def __init__(self, pauses: list[PauseRequest]):
+    def __init__(self, pauses: list[PauseRequest], *, records: list[Any] | None = None):
         super().__init__(pauses)
         self.pauses = pauses
+        self.records: list[Any] = records or []
+        """Pause records a subgraph run already stored (it pauses its parent's task)."""
 
 
 class EngineFault(BaseException):

@@ -109,6 +109,7 @@ class Outcome:
     writes: list[tuple[str, Any]] = field(default_factory=list)
     routes: list[Any] | None = None
     pauses: list[PauseRequest] = field(default_factory=list)
+    nested: list[PauseRecord] = field(default_factory=list)
     error: BaseException | None = None
     attempts: int = 1
     started_at: float = 0.0
@@ -147,25 +148,34 @@ class Run:
         recursion_limit: int = 100,
         sink: MemoryObjectSendStream[Event] | None = None,
         mode: str = "values",
+        parent: Run | None = None,
+        ns: str = "",
+        path_prefix: str = "",
+        collect: Mapping[str, str] | None = None,
     ):
         self.graph = graph
-        self.store: Checkpointer | None = graph.checkpointer
+        self.parent = parent
+        self.store: Checkpointer | None = parent.store if parent else graph.checkpointer
         self.thread_id = ThreadId(thread_id)
-        self.ns = ""
+        self.ns = ns
+        self.path_prefix = path_prefix
+        self.collect: Mapping[str, str] = collect or {}
         self.principal = principal
         self.decisions: Mapping[str, Any] = dict(decisions or {})
         self.recursion_limit = recursion_limit
         self.sink = sink
         self.mode = mode
-        self.owner = new_owner()
+        self.owner: str = parent.owner if parent else new_owner()
         self.thread: ThreadRecord | None = None
         self.values: dict[str, Any] = {}
-        self.joins: dict[str, Any] = {}
+        self.hidden: dict[str, Any] = {}
         self.checkpoint: CheckpointRecord | None = None
-        self.known_pauses: dict[PauseId, PauseRecord] = {}
+        self.known_pauses: dict[PauseId, PauseRecord] = parent.known_pauses if parent else {}
         self.answers: dict[str, Any] = {}
-        self._loop_thread = threading.get_ident()
-        self.token = anyio.lowlevel.current_token()
+        self._loop_thread: int = parent._loop_thread if parent else threading.get_ident()
+        self.token: anyio.lowlevel.EventLoopToken = (
+            parent.token if parent else anyio.lowlevel.current_token()
+        )
         self._unflushed: list[TaskRecord] = []
         self._running = 0
         self._flush_lock = anyio.Lock()
@@ -223,6 +233,7 @@ class Run:
     ) -> RunResult:
         store = self.store
         if store is None:
+            self.graph._check_resumable()
             return await self._execute(input, resume, checkpoint_id)
         await self.graph._ensure_setup(self.thread_id)
         if input is None:
@@ -248,6 +259,24 @@ class Run:
                 await store.release_lease(self.thread_id, self.owner)
         assert result is not None
         return result
+
+    async def run_child(self, input_values: Mapping[str, Any]) -> list[tuple[str, Any]]:
+        """Run this subgraph run inside its parent's task; return its writes to parent keys.
+
+        It continues from the newest checkpoint of its namespace when there is one (a resumed
+        or re-planned parent task), so its completed nodes are never rerun. A pause inside it
+        raises ``PauseSignal`` carrying the stored pause records, pausing the parent task.
+        """
+        head = None
+        if self.store is not None:
+            head = await self.store.get_checkpoint(self.thread_id, self.ns)
+        if head is None:
+            await self._start_input(dict(input_values), None, False)
+        else:
+            self.checkpoint = head
+            await self._load_values(head)
+        await self._loop(fresh=head is None)
+        return [(k, v) for k, v in self.hidden.get(plan.OUT_KEY, [])]
 
     async def _heartbeat(self) -> None:
         assert self.store is not None
@@ -303,7 +332,7 @@ class Run:
         vals = await self.store.load_channels(
             self.thread_id, self.ns, ck.channel_versions, ck.channel_bases
         )
-        self.joins = {k: vals.pop(k) for k in list(vals) if k.startswith(plan.JOIN_PREFIX)}
+        self.hidden = {k: vals.pop(k) for k in list(vals) if plan.is_hidden(k)}
         self.values = vals
 
     # -- starting points --------------------------------------------------------------------
@@ -343,12 +372,10 @@ class Run:
                 )
                 applied.bases = {}
             # A new run starts clean: join barriers of an earlier run are reset.
-            for k in self.joins:
+            for k in self.hidden:
                 applied.versions.pop(k, None)
-            self.joins = {}
-        self.values = {
-            k: v for k, v in applied.values.items() if not k.startswith(plan.JOIN_PREFIX)
-        }
+            self.hidden = {}
+        self.values = {k: v for k, v in applied.values.items() if not plan.is_hidden(k)}
         ck_id = new_checkpoint_id()
         targets = await self._route_from(plan.START_NODE, None)
         frontier = plan.make_frontier(ck_id, self.ns, targets)
@@ -385,7 +412,7 @@ class Run:
         """Make a copy of an older checkpoint the new head, with fresh task ids."""
         version = next_version()
         versions = dict(src.channel_versions)
-        merged = {**self.values, **self.joins}
+        merged = {**self.values, **self.hidden}
         writes = self._materialize(src.channel_bases, merged, version, versions)
         ck_id = new_checkpoint_id()
         frontier = tuple(
@@ -419,7 +446,7 @@ class Run:
         expected = th.head if th is not None else None
         # The thread row changes only when its status or pending pauses do (a backend may then
         # skip rewriting the row's indexed columns on every step).
-        unchanged = (
+        unchanged = self.parent is not None or (
             th is not None
             and th.status == status
             and not th.pending_pause_ids
@@ -433,7 +460,7 @@ class Run:
                 channels=writes,
                 thread=None if unchanged else ThreadUpdate(status, (), self.graph.name),
                 expected_head=expected,
-                check_head=True,
+                check_head=self.parent is None,
             )
         )
         if self.thread is not None:
@@ -500,17 +527,19 @@ class Run:
             await self.store.put_decisions(decided)
         if new:
             await self.store.put_answers(new)
-        await self._load_answers()
-        if not any(p in self.answers for p in pending_ids):
+        stored = await self._load_answers()
+        if not any(p in stored for p in pending_ids):
             return self._paused_result([pending[p] for p in pending_ids if p in pending])
         return None
 
-    async def _load_answers(self) -> None:
-        """Answers to pauses of the head's tasks (earlier pauses of a rerun node included)."""
+    async def _load_answers(self) -> set[str]:
+        """Load answers to pauses of the head's tasks (earlier pauses of a rerun node
+        included); return the ids of every answered pause of the thread (nested ones too)."""
         assert self.store is not None and self.checkpoint is not None
         tasks = {t.id for t in self.checkpoint.frontier}
         stored = await self.store.load_answers(self.thread_id)
         self.answers = {k: a.value for k, a in stored.items() if k.partition(":")[0] in tasks}
+        return set(stored)
 
     def _paused_result(self, pauses: Sequence[PauseRecord]) -> RunResult:
         public = [pause_from_record(p) for p in pauses]
@@ -529,7 +558,8 @@ class Run:
             ck = self.checkpoint
             assert ck is not None
             if not ck.frontier:
-                self._emit("done", None, ck.step, self.graph.schema.view(self.values))
+                if self.parent is None:
+                    self._emit("done", None, ck.step, self.graph.schema.view(self.values))
                 return RunResult(
                     "done", self.graph.schema.view(self.values), [], self.thread_id, ck.id
                 )
@@ -573,17 +603,19 @@ class Run:
         ordered = [outcomes[s.id] for s in ck.frontier if s.id in outcomes]
         failed = [o for o in ordered if o.status == "failed"]
         after = self.graph.interrupt_after
+        nested: list[PauseRecord] = []
         for o in ordered:
             if o.status == "paused":
                 pauses += [(o.spec, p) for p in o.pauses]
+                nested += o.nested
             elif (
                 o.status == "completed"
                 and o.spec.node in after
                 and self.pause_id(o.spec.id, "after") not in self.answers
             ):
                 pauses.append((o.spec, PauseRequest("after", "after", {"node": o.spec.node})))
-        if failed or pauses:
-            return await self._stop(ck, step, failed, pauses)
+        if failed or pauses or nested:
+            return await self._stop(ck, step, failed, pauses, nested)
         await self._advance(ck, step, ordered)
         return None
 
@@ -749,7 +781,7 @@ class Run:
     ) -> Outcome:
         spec = job.spec
         if isinstance(exc, PauseSignal):
-            o = Outcome(spec, "paused", pauses=exc.pauses)
+            o = Outcome(spec, "paused", pauses=exc.pauses, nested=exc.records)
         elif exc is not None:
             o = Outcome(spec, "failed", error=exc)
         else:
@@ -767,7 +799,7 @@ class Run:
         return o
 
     def _node_path(self, node: str) -> str:
-        return f"{self.graph.path_prefix}{node}"
+        return f"{self.path_prefix}{node}"
 
     async def _call(self, node: NodeSpec, state: Any, ctx: NodeContext, inline: bool) -> Any:
         fn = node.fn
@@ -792,6 +824,8 @@ class Run:
             result = result.update
         if result is None:
             return [], routes
+        if isinstance(result, Writes):
+            return list(result), routes
         if isinstance(result, BaseModel) and self.graph.schema.is_model:
             result = {k: getattr(result, k) for k in result.model_fields_set}
         if not isinstance(result, Mapping):
@@ -810,6 +844,7 @@ class Run:
         step: int,
         failed: list[Outcome],
         pauses: list[tuple[TaskSpec, PauseRequest]],
+        nested: list[PauseRecord],
     ) -> RunResult:
         records = self._unflushed
         self._unflushed = []
@@ -832,7 +867,9 @@ class Run:
                     created,
                 )
                 new_pauses.append(rec)
+                self.known_pauses[pid] = rec
             all_pauses.append(rec)
+        all_pauses += nested  # pauses of subgraph tasks, stored by the subgraph runs
         pending = tuple(p.id for p in all_pauses)
         status: ThreadStatus = "failed" if failed else "paused"
         await self._commit(
@@ -840,7 +877,7 @@ class Run:
                 ns=self.ns,
                 tasks=records,
                 pauses=new_pauses,
-                thread=ThreadUpdate(status, pending, self.graph.name),
+                thread=None if self.parent else ThreadUpdate(status, pending, self.graph.name),
             )
         )
         if self.thread is not None:
@@ -855,13 +892,15 @@ class Run:
             raise NodeError(
                 self._node_path(first.spec.node), err, thread_id=self.thread_id
             ) from err
+        if self.parent is not None:
+            raise PauseSignal([], records=all_pauses)  # pauses the parent's task
         return self._paused_result(all_pauses)
 
     async def _advance(self, ck: CheckpointRecord, step: int, ordered: list[Outcome]) -> None:
         schema = self.graph.schema
         by_name = sorted(ordered, key=lambda o: o.spec.node)
         version = next_version()
-        prior = {**self.values, **self.joins}
+        prior = {**self.values, **self.hidden}
         applied = apply_writes(
             schema,
             prior,
@@ -870,13 +909,12 @@ class Run:
             [(o.spec.node, o.writes) for o in by_name],
             version,
         )
-        self.values = {
-            k: v for k, v in applied.values.items() if not k.startswith(plan.JOIN_PREFIX)
-        }
+        self.values = {k: v for k, v in applied.values.items() if not plan.is_hidden(k)}
         if self.sink is not None:
             if self.mode in ("updates", "debug"):
-                self._emit("updates", None, step, {o.spec.node: dict(o.writes) for o in by_name})
-            if self.mode == "values":
+                data = {self._node_path(o.spec.node): dict(o.writes) for o in by_name}
+                self._emit("updates", None, step, data)
+            if self.mode == "values" and self.parent is None:
                 self._emit("values", None, step, schema.view(self.values))
         targets: list[str | Send] = []
         for o in by_name:
@@ -888,12 +926,19 @@ class Run:
         extra: dict[str, Any] = {}
         if edges.joins:
             fired, changed = plan.advance_joins(
-                edges.joins, self.joins, [o.spec.node for o in by_name]
+                edges.joins, self.hidden, [o.spec.node for o in by_name]
             )
             targets += fired
             for k, v in changed.items():
-                self.joins[k] = v
+                self.hidden[k] = v
                 extra[k] = v
+        if self.collect:  # a subgraph run keeps what it wrote to its parent's keys
+            out = [[self.collect[k], v] for o in by_name for k, v in o.writes if k in self.collect]
+            if out:
+                extra[plan.OUT_KEY] = self.hidden[plan.OUT_KEY] = [
+                    *self.hidden.get(plan.OUT_KEY, []),
+                    *out,
+                ]
         writes = applied.writes
         versions = applied.versions
         for k, v in extra.items():
@@ -937,6 +982,10 @@ class Run:
                     res, self.graph.nodes, f"conditional edge from {node!r}", br.path_map
                 )
         return targets
+
+
+class Writes(list[tuple[str, Any]]):
+    """A node result holding several writes, possibly to one key (a subgraph's output)."""
 
 
 @asynccontextmanager

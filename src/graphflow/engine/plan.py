@@ -13,8 +13,19 @@ from graphflow.types import END, START, Send
 
 START_NODE = START
 
-JOIN_PREFIX = "__join__:"
+HIDDEN_PREFIX = "__gf:"
+"""Channels the engine keeps for itself (never part of the user's state)."""
+
+JOIN_PREFIX = "__gf:join:"
 """Reserved channels holding a join's sources seen so far."""
+
+OUT_KEY = "__gf:out"
+"""A subgraph run's writes to its parent's keys, accumulated over its steps."""
+
+
+def is_hidden(key: str) -> bool:
+    """Whether a channel is the engine's own."""
+    return key.startswith(HIDDEN_PREFIX)
 
 
 def task_id(checkpoint_id: str, ns: str, node: str, trigger: int) -> TaskId:
