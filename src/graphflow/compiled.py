@@ -32,7 +32,13 @@ from checkpoints.models import (
 from graphflow import _sync
 from graphflow.engine import plan
 from graphflow.engine.apply import apply_writes
-from graphflow.engine.loop import UNSET, Run, is_pause_map, pause_from_record
+from graphflow.engine.loop import (
+    UNSET,
+    Run,
+    is_pause_map,
+    pause_from_record,
+    refuse_tool_answers,
+)
 from graphflow.errors import (
     InvalidArgumentError,
     NothingToResumeError,
@@ -277,6 +283,9 @@ class CompiledGraph:
                 unknown = [k for k in resume if k not in pending]
                 if unknown:
                     raise UnknownPauseError(thread_id, unknown, pending)
+                refuse_tool_answers(
+                    thread_id, await store.get_pauses(th.thread_id, [PauseId(k) for k in resume])
+                )
                 items = list(resume.items())
             else:
                 if len(pending) != 1:

@@ -178,7 +178,11 @@ class AgentNode:
     ) -> Decision | None:
         found, ans = ctx.answer(f"tc:{request.function_call_id}")
         if found:
-            return Decision.coerce(ans)
+            d = Decision.coerce(ans)
+            # Decisions are matched to the call's fingerprint when stored; check it again.
+            if d.fingerprint is not None and d.fingerprint != request.fingerprint:
+                return None
+            return d
         handler = self.agent.confirmation_handler
         if handler is None:
             return None
@@ -188,26 +192,27 @@ class AgentNode:
             res = decide(request)
             if inspect.isawaitable(res):
                 res = await res
-            return Decision.coerce(res).as_answer() if res is not None else None
+            if res is None:
+                return None
+            d = Decision.coerce(res)
+            ok = d.fingerprint is None or d.fingerprint == request.fingerprint
+            # Recorded inside the memoized step: once, however often the node reruns.
+            await ctx.record_decision(
+                DecisionRecord(
+                    ThreadId(ctx.thread_id),
+                    CallId(request.function_call_id),
+                    d.verdict,
+                    d.fingerprint,
+                    d.by or "confirmation_handler",
+                    d.reason,
+                    applied=ok,
+                    note=None if ok else "fingerprint does not match the proposed call",
+                )
+            )
+            return d.as_answer() if ok else None
 
         raw = await ctx.step_once(f"handler:{request.function_call_id}", ask)
-        if raw is None:
-            return None
-        d = Decision.coerce(raw)
-        ok = d.fingerprint is None or d.fingerprint == request.fingerprint
-        await ctx.record_decision(
-            DecisionRecord(
-                ThreadId(ctx.thread_id),
-                CallId(request.function_call_id),
-                d.verdict,
-                d.fingerprint,
-                d.by or "confirmation_handler",
-                d.reason,
-                applied=ok,
-                note=None if ok else "fingerprint does not match the proposed call",
-            )
-        )
-        return d if ok else None
+        return Decision.coerce(raw) if raw is not None else None
 
 
 def _pause(key: str, request: ToolConfirmationRequest, outcome: str | None) -> PauseRequest:

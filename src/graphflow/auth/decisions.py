@@ -37,6 +37,12 @@ class Decision:
     by: str | None = None
     reason: str | None = None
 
+    def __post_init__(self) -> None:
+        if self.verdict not in ("approve", "deny"):
+            raise InvalidArgumentError(
+                f"a decision's verdict must be 'approve' or 'deny', not {self.verdict!r}"
+            )
+
     @classmethod
     def approve(
         cls, *, fingerprint: str | None = None, by: str | None = None, reason: str | None = None

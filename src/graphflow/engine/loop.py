@@ -504,6 +504,7 @@ class Run:
                 unknown = [k for k in resume if k not in pending]
                 if unknown:
                     raise UnknownPauseError(self.thread_id, unknown, list(pending))
+                refuse_tool_answers(self.thread_id, [pending[PauseId(k)] for k in resume])
                 items = list(resume.items())
             else:
                 if len(answerable) > 1:
@@ -1050,6 +1051,17 @@ def _principal_name(principal: Any) -> str | None:
     if isinstance(principal, str):
         return principal
     return str(getattr(principal, "id", None) or getattr(principal, "name", None) or principal)
+
+
+def refuse_tool_answers(thread_id: str, pauses: Sequence[PauseRecord]) -> None:
+    """Tool confirmations are answered by ``decisions=`` (bound to call id and fingerprint,
+    and recorded), never by ``resume=``."""
+    tool = [p.id for p in pauses if p.kind == "tool_confirmation"]
+    if tool:
+        raise InvalidArgumentError(
+            f"thread {thread_id!r}: pauses {tool} are tool confirmations; answer them with "
+            "decisions={function_call_id: Decision.approve(...) or Decision.deny(...)}"
+        )
 
 
 _PAUSE_ID = re.compile(r"^[0-9a-f]{16}:\S+$")

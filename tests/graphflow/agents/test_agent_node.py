@@ -525,11 +525,6 @@ def test_a_matching_fingerprint_with_keys_in_another_order_is_applied(
     assert [(r.call_id, r.applied, r.fingerprint) for r in recs] == [("call_mv", True, fp)]
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="BUG: resume={pause_id: answer} answers a tool_confirmation pause directly, "
-    "bypassing match_decisions: the fingerprint is not checked (the tool runs)",
-)
 def test_resume_by_pause_id_cannot_bypass_the_fingerprint(
     stores: Stores, effects: w.Effects
 ) -> None:
@@ -542,11 +537,6 @@ def test_resume_by_pause_id_cannot_bypass_the_fingerprint(
     assert [p.id for p in g.pending_pauses("t1")] == [p.id for p in before.pauses]
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="BUG: resume={pause_id: 'approve'} on a tool_confirmation pause runs the tool "
-    "with no decision record (list_decisions is empty)",
-)
 def test_resume_by_pause_id_is_refused_or_recorded_as_a_decision(
     stores: Stores, effects: w.Effects
 ) -> None:
@@ -687,11 +677,6 @@ def test_handler_fingerprint_mismatch_pauses_and_is_recorded(
     assert recs[0].note and "fingerprint" in recs[0].note
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="BUG: a confirmation handler's decision is appended again every time the agent "
-    "node reruns (AgentNode._decision calls record_decision after the memoized step)",
-)
 def test_handler_decision_is_recorded_once_when_the_node_reruns(
     stores: Stores, effects: w.Effects
 ) -> None:
@@ -981,11 +966,6 @@ def test_an_invalid_decision_value_is_rejected_before_anything_is_stored(
     assert res.status == "done" and tool_runs(effects) == 1
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="BUG: Decision(verdict='maybe') is not validated; it is stored as an applied "
-    "decision and the thread fails at resume instead of invoke raising InvalidArgumentError",
-)
 def test_a_decision_object_with_a_bad_verdict_is_rejected_up_front(
     stores: Stores, effects: w.Effects
 ) -> None:

@@ -204,10 +204,6 @@ def test_coerce_rejects_bad_values(bad: Any) -> None:
     assert "approve" in str(info.value) and "deny" in str(info.value)
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="BUG: Decision(verdict) is not validated, and coerce() returns any Decision as is",
-)
 @pytest.mark.parametrize("verdict", ["maybe", "reject", "APPROVE"])
 def test_a_decision_with_a_bad_verdict_is_rejected(verdict: str) -> None:
     with pytest.raises(InvalidArgumentError):
