@@ -118,7 +118,16 @@ class MemoryCheckpointer:
     # -- commit ----------------------------------------------------------------------------
     async def commit(self, thread_id: ThreadId, owner: str, batch: CommitBatch) -> None:
         rec = self._threads.get(thread_id)
-        if rec is None or rec.lease_owner != owner:
+        take = batch.acquire_ttl is not None
+        if take:
+            if rec is not None and not lease_free(
+                rec.lease_owner, rec.lease_expires_at, owner, now()
+            ):
+                raise LeaseHeldError(thread_id, rec.lease_owner)
+            if rec is None:  # created with the commit, never alone (nothing to undo on error)
+                name = batch.thread.graph_name if batch.thread is not None else None
+                rec = ThreadRecord(thread_id, "running", None, graph_name=name)
+        elif rec is None or rec.lease_owner != owner:
             raise LeaseLostError(thread_id, owner)
         if batch.check_head and rec.head != batch.expected_head:
             raise HeadConflictError(thread_id, batch.expected_head, rec.head)
@@ -136,6 +145,8 @@ class MemoryCheckpointer:
             ckpt = batch.checkpoint
             ckpt_blob = _dump((ckpt.frontier, ckpt.metadata), "frontier")
         # Apply.
+        if take:
+            rec.lease_owner, rec.lease_expires_at = owner, now() + (batch.acquire_ttl or 0.0)
         for t, blob in tasks:
             key = (thread_id, ns, t.checkpoint_id)
             self._tasks.setdefault(key, {})[t.task_id] = (dataclasses.replace(t), blob)
@@ -168,7 +179,10 @@ class MemoryCheckpointer:
             rec.pending_pause_ids = batch.thread.pending_pause_ids
             if batch.thread.graph_name is not None:
                 rec.graph_name = batch.thread.graph_name
-        rec.updated_at = now()
+            rec.updated_at = now()
+        if batch.release:
+            rec.lease_owner = rec.lease_expires_at = None
+        self._threads[thread_id] = rec
 
     # -- reads -----------------------------------------------------------------------------
     def _revive_checkpoint(self, ck: CheckpointRecord, blob: bytes) -> CheckpointRecord:

@@ -18,16 +18,19 @@ this code does not know, was written by a newer graphflow and raises ``SchemaVer
 
 from __future__ import annotations
 
+import sqlite3
 import time
 from collections.abc import Callable
-
-from sqlite_utils import Database
+from typing import TYPE_CHECKING
 
 from checkpoints.errors import SchemaVersionError
 
 __all__ = ["MIGRATIONS", "SCHEMA_VERSION", "apply", "pending"]
 
-Migration = tuple[str, Callable[[Database], None]]
+if TYPE_CHECKING:  # sqlite_utils (and numpy, which it imports) load only to migrate
+    from sqlite_utils import Database
+
+Migration = tuple[str, Callable[["Database"], None]]
 
 
 def _table(
@@ -239,13 +242,16 @@ _META = "_graphflow_meta"
 _APPLIED = "_graphflow_migrations"
 
 
-def _stored(db: Database) -> tuple[int, set[str]]:
+def _stored(conn: sqlite3.Connection) -> tuple[int, set[str]]:
     """The file's schema version and applied migration names ((0, set()) for a new file)."""
-    if not db.table(_META).exists():
+    exists = conn.execute(
+        "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = ?", (_META,)
+    ).fetchone()
+    if exists is None:
         return 0, set()
-    row = db.execute(f"SELECT value FROM {_META} WHERE key = 'schema_version'").fetchone()
+    row = conn.execute(f"SELECT value FROM {_META} WHERE key = 'schema_version'").fetchone()
     version = int(row[0]) if row is not None else 0
-    applied = {r[0] for r in db.execute(f"SELECT name FROM {_APPLIED}")}
+    applied = {r[0] for r in conn.execute(f"SELECT name FROM {_APPLIED}")}
     return version, applied
 
 
@@ -259,18 +265,18 @@ def _check(version: int, applied: set[str], path: str) -> None:
         )
 
 
-def pending(db: Database, path: str = "") -> bool:
-    """Whether the file needs migrations; reads only.
+def pending(conn: sqlite3.Connection, path: str = "") -> bool:
+    """Whether the file needs migrations; reads only (plain sqlite3, nothing else loaded).
 
     Raises:
         SchemaVersionError: the file was written by a newer graphflow.
     """
-    version, applied = _stored(db)
+    version, applied = _stored(conn)
     _check(version, applied, path)
     return version != SCHEMA_VERSION or len(applied) != SCHEMA_VERSION
 
 
-def apply(db: Database, path: str = "") -> list[str]:
+def apply(conn: sqlite3.Connection, path: str = "") -> list[str]:
     """Apply the missing migrations, in order; call inside a write transaction.
 
     Reads the stored version again (another process may have migrated the file since
@@ -282,9 +288,12 @@ def apply(db: Database, path: str = "") -> list[str]:
     Raises:
         SchemaVersionError: the file was written by a newer graphflow.
     """
+    from sqlite_utils import Database
+
+    db = Database(conn, recursive_triggers=False, execute_plugins=False)
     db.execute(f"CREATE TABLE IF NOT EXISTS {_META} (key TEXT PRIMARY KEY, value)")
     db.execute(f"CREATE TABLE IF NOT EXISTS {_APPLIED} (name TEXT PRIMARY KEY, applied_at REAL)")
-    version, applied = _stored(db)
+    version, applied = _stored(conn)
     _check(version, applied, path)
     done: list[str] = []
     for name, migrate in MIGRATIONS:

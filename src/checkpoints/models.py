@@ -295,3 +295,8 @@ class CommitBatch:
     thread: ThreadUpdate | None = None
     expected_head: CheckpointId | None = None
     check_head: bool = False
+    acquire_ttl: float | None = None
+    """Take the thread's lease for this many seconds first, in the same transaction
+    (creating the thread row when missing); ``LeaseHeldError`` if another live owner has it."""
+    release: bool = False
+    """Give the lease up in the same transaction (the run's last commit)."""

@@ -44,7 +44,6 @@ from typing import Any, TypeVar
 
 import anyio
 import anyio.to_thread
-from sqlite_utils import Database
 
 from checkpoints import migrations, serde
 from checkpoints.blocking import inline_io
@@ -131,20 +130,48 @@ _DISPATCH = (
 
 
 @functools.cache
-def _fenced_update(set_head: bool, update: bool, check_head: bool) -> str:
-    """The UPDATE of the thread row that opens a commit's writes.
+def _fenced_update(set_head: bool, update: bool, check_head: bool, release: bool) -> str:
+    """The statement that opens a commit's writes (cached: a few shapes, on the hot path).
 
-    No row matches unless ``owner`` holds the lease and, with ``check_head``, the head is
-    the expected one.
+    It returns a row only if ``owner`` holds the lease and, with ``check_head``, the head is
+    the expected one. It rewrites the thread row only for what changes: the head, the
+    status (``updated_at`` moves with it), the lease on release. Nothing to change: a read.
     """
-    sets = "updated_at = ?" + (", head = ?" if set_head else "")
+    sets = []
+    if set_head:
+        sets.append("head = ?")
     if update:
-        sets += (
-            ", status = ?, pending_pause_ids = ?, pending_count = ?,"
+        sets.append(
+            "updated_at = ?, status = ?, pending_pause_ids = ?, pending_count = ?,"
             " graph_name = coalesce(?, graph_name)"
         )
-    head = " AND head IS ?" if check_head else ""
-    return f"UPDATE gf_threads SET {sets} WHERE thread_id = ? AND lease_owner = ?{head}"
+    if release:
+        sets.append("lease_owner = NULL, lease_expires_at = NULL")
+    where = "thread_id = ? AND lease_owner = ?" + (" AND head IS ?" if check_head else "")
+    if not sets:
+        return f"SELECT 1 FROM gf_threads WHERE {where}"
+    return f"UPDATE gf_threads SET {', '.join(sets)} WHERE {where} RETURNING 1"
+
+
+def _take_lease(
+    conn: sqlite3.Connection, thread_id: str, owner: str, ttl: float, graph_name: str | None
+) -> ThreadRecord:
+    """Take the lease inside the caller's write transaction, creating the row if missing."""
+    t = now()
+    row = conn.execute(_THREAD, (thread_id,)).fetchone()
+    if row is None:
+        conn.execute(_NEW_THREAD, (thread_id, graph_name, owner, t + ttl, t, t))
+        tid = ThreadId(thread_id)
+        return ThreadRecord(tid, "running", None, graph_name, owner, t + ttl, (), t, t)
+    rec = _thread_record(thread_id, row)
+    if not lease_free(rec.lease_owner, rec.lease_expires_at, owner, t):
+        raise LeaseHeldError(thread_id, rec.lease_owner)
+    conn.execute(
+        "UPDATE gf_threads SET lease_owner = ?, lease_expires_at = ? WHERE thread_id = ?",
+        (owner, t + ttl, thread_id),
+    )
+    rec.lease_owner, rec.lease_expires_at = owner, t + ttl
+    return rec
 
 
 class _Txn:
@@ -393,17 +420,19 @@ def _commit(conn: sqlite3.Connection, thread_id: str, owner: str, batch: CommitB
         raise
 
     set_head = ck is not None and ns == ""
-    params: list[Any] = [now()]
+    sql = _fenced_update(set_head, upd is not None, batch.check_head, batch.release)
+    params: list[Any] = []
     if set_head:
         params.append(ck.id)  # type: ignore[union-attr]
     if upd is not None:
-        params += (upd.status, pending, len(ids), upd.graph_name)
+        params += (now(), upd.status, pending, len(ids), upd.graph_name)
     params += (thread_id, owner)
     if batch.check_head:
         params.append(batch.expected_head)
     with _Txn(conn):
-        if conn.execute(_fenced_update(set_head, upd is not None, batch.check_head), params
-                        ).rowcount != 1:  # fmt: skip
+        if batch.acquire_ttl is not None:
+            _take_lease(conn, thread_id, owner, batch.acquire_ttl, upd.graph_name if upd else None)
+        if not conn.execute(sql, params).fetchall():
             raise _fenced_off(conn, thread_id, owner, batch) or LeaseLostError(thread_id, owner)
         if tasks:
             conn.executemany(_UPSERT_TASK, tasks)
@@ -463,10 +492,9 @@ class SqliteCheckpointer:
         try:
             conn.execute("PRAGMA journal_mode=WAL")
             conn.execute(f"PRAGMA synchronous={self.synchronous}")
-            db = Database(conn, recursive_triggers=False, execute_plugins=False)
-            if migrations.pending(db, self.path):
+            if migrations.pending(conn, self.path):
                 with _Txn(conn):
-                    migrations.apply(db, self.path)
+                    migrations.apply(conn, self.path)
         except BaseException:
             conn.close()
             raise
@@ -545,23 +573,7 @@ class SqliteCheckpointer:
 
         def run(conn: sqlite3.Connection) -> ThreadRecord:
             with _Txn(conn):
-                t = now()
-                row = conn.execute(_THREAD, (thread_id,)).fetchone()
-                if row is None:
-                    conn.execute(_NEW_THREAD, (thread_id, graph_name, owner, t + ttl, t, t))
-                    return ThreadRecord(
-                        thread_id, "running", None, graph_name, owner, t + ttl, (), t, t
-                    )
-                rec = _thread_record(thread_id, row)
-                if not lease_free(rec.lease_owner, rec.lease_expires_at, owner, t):
-                    raise LeaseHeldError(thread_id, rec.lease_owner)
-                conn.execute(
-                    "UPDATE gf_threads SET lease_owner = ?, lease_expires_at = ?"
-                    " WHERE thread_id = ?",
-                    (owner, t + ttl, thread_id),
-                )
-                rec.lease_owner, rec.lease_expires_at = owner, t + ttl
-                return rec
+                return _take_lease(conn, thread_id, owner, ttl, graph_name)
 
         return await self._run(thread_id, run)
 

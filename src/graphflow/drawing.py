@@ -1,4 +1,4 @@
-"""Mermaid drawing of a graph (uses the same networkx view as validation)."""
+"""Mermaid drawing of a graph (from the same edge list validation walks)."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ import re
 from typing import TYPE_CHECKING
 
 from graphflow.types import END, START
-from graphflow.validate import to_networkx
+from graphflow.validate import edges_of
 
 if TYPE_CHECKING:
     from graphflow.builder import StateGraph
@@ -24,12 +24,14 @@ def _ident(name: str) -> str:
 
 def draw_mermaid(builder: StateGraph) -> str:
     """A ``flowchart TD`` of the graph: solid edges, thick joins, dotted conditional edges."""
-    g = to_networkx(builder)
     lines = ["flowchart TD"]
     lines.append(f"    {_ident(START)}([START])")
     for name in builder.nodes:
         lines.append(f'    {_ident(name)}["{name}"]')
     lines.append(f"    {_ident(END)}([END])")
-    for src, dst, data in sorted(g.edges(data=True), key=lambda e: (e[0], e[1])):
-        lines.append(f"    {_ident(src)} {_ARROWS[data['kind']]} {_ident(dst)}")
+    seen: dict[tuple[str, str], str] = {}
+    for src, dst, kind in edges_of(builder):
+        seen.setdefault((src, dst), kind)
+    for (src, dst), kind in sorted(seen.items()):
+        lines.append(f"    {_ident(src)} {_ARROWS[kind]} {_ident(dst)}")
     return "\n".join(lines) + "\n"

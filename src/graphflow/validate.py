@@ -1,11 +1,14 @@
-"""Graph validation with networkx: every structural error is found at ``compile()``."""
+"""Graph validation: every structural error is found at ``compile()``.
+
+The checks are walks over the edge list in plain Python; ``to_networkx`` gives the same graph
+as a networkx ``DiGraph`` for drawing and analysis, imported only when asked for, so that a
+process resuming a thread does not pay for importing networkx.
+"""
 
 from __future__ import annotations
 
-from collections.abc import Collection
+from collections.abc import Collection, Mapping
 from typing import TYPE_CHECKING, Any
-
-import networkx as nx
 
 from graphflow.errors import GraphValidationError
 from graphflow.types import END, START
@@ -14,28 +17,50 @@ if TYPE_CHECKING:
     from graphflow.builder import StateGraph
 
 
-def to_networkx(builder: StateGraph) -> nx.DiGraph:
-    """The graph as a networkx DiGraph over node names plus START and END.
+def edges_of(builder: StateGraph) -> list[tuple[str, str, str]]:
+    """Every edge as (source, target, kind) over node names plus START and END.
 
     A conditional edge without a known set of targets leads to every node and END.
     """
-    g = nx.DiGraph()
-    g.add_nodes_from([START, *builder.nodes, END])
+    out: list[tuple[str, str, str]] = []
     for src, targets in builder.edges.static.items():
-        for t in targets:
-            g.add_edge(src, t, kind="edge")
+        out += [(src, t, "edge") for t in targets]
     for sources, t in builder.edges.joins:
-        for s in sources:
-            g.add_edge(s, t, kind="join")
+        out += [(s, t, "join") for s in sources]
     for src, branches in builder.edges.branches.items():
         for br in branches:
             possible = br.targets if br.targets is not None else (*builder.nodes, END)
-            for t in possible:
-                g.add_edge(src, t, kind="conditional")
+            out += [(src, t, "conditional") for t in possible]
     for name, spec in builder.nodes.items():
-        for t in spec.destinations or ():
-            g.add_edge(name, t, kind="command")
+        out += [(name, t, "command") for t in spec.destinations or ()]
+    return out
+
+
+def to_networkx(builder: StateGraph) -> Any:
+    """The graph as a ``networkx.DiGraph`` (for drawing and analysis).
+
+    networkx is imported here, not at ``compile``: importing it costs about a quarter of a
+    second, which every process that resumes a thread would pay.
+    """
+    import networkx as nx
+
+    g = nx.DiGraph()
+    g.add_nodes_from([START, *builder.nodes, END])
+    for src, dst, kind in edges_of(builder):
+        g.add_edge(src, dst, kind=kind)
     return g
+
+
+def _reach(adjacency: Mapping[str, set[str]], start: str) -> set[str]:
+    """Nodes reachable from ``start`` (excluded), by a graph walk."""
+    seen: set[str] = set()
+    stack = list(adjacency.get(start, ()))
+    while stack:
+        n = stack.pop()
+        if n not in seen:
+            seen.add(n)
+            stack.extend(adjacency.get(n, ()))
+    return seen
 
 
 def validate(
@@ -84,8 +109,12 @@ def validate(
     if START not in builder.edges.static and START not in builder.edges.branches:
         _raise([("no edge from START: add builder.add_edge(START, 'first_node')", (START,))])
 
-    g = to_networkx(builder)
-    outgoing = {n for n in known if g.out_degree(n) > 0}
+    forward: dict[str, set[str]] = {}
+    backward: dict[str, set[str]] = {}
+    for src, dst, _ in edges_of(builder):
+        forward.setdefault(src, set()).add(dst)
+        backward.setdefault(dst, set()).add(src)
+    outgoing = {n for n in known if forward.get(n)}
     dead = sorted(known - outgoing)
     if dead:
         problems.append(
@@ -95,11 +124,11 @@ def validate(
                 tuple(dead),
             )
         )
-    reachable = nx.descendants(g, START)
+    reachable = _reach(forward, START)
     unreachable = sorted(known - reachable)
     if unreachable:
         problems.append((f"nodes {unreachable} are unreachable from START", tuple(unreachable)))
-    can_end = nx.ancestors(g, END)
+    can_end = _reach(backward, END)
     stuck = sorted((known & reachable) - can_end - set(dead))
     if stuck:
         problems.append((f"END cannot be reached from nodes {stuck}", tuple(stuck)))

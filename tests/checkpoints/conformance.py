@@ -9,6 +9,7 @@ every backend promises (``checkpoints/base.py``); ``MemoryCheckpointer`` is the 
 from __future__ import annotations
 
 import dataclasses
+import os
 import socket
 import sys
 from collections.abc import Awaitable, Callable
@@ -401,12 +402,13 @@ async def check_commit_writes_everything(make: Factory) -> None:
     assert got == {"good": [1, 2, 3]}
     assert await cp.get_checkpoint(T1) == ck
 
-    # A commit without a thread update keeps status and pending pauses, bumps updated_at;
-    # a thread update without graph_name keeps the graph name.
+    # A commit without a thread update keeps status, pending pauses and updated_at (which
+    # moves with the status); a thread update without graph_name keeps the graph name.
+    before = await cp.get_thread(T1)
     await anyio.sleep(0.01)
     await cp.commit(T1, owner, CommitBatch())
     again = await cp.get_thread(T1)
-    assert again is not None and again.updated_at > rec.updated_at
+    assert again is not None and before is not None and again.updated_at == before.updated_at
     assert (again.status, again.pending_pause_ids, again.head) == ("paused", ("p1",), ck.id)
     await cp.commit(T1, owner, CommitBatch(thread=ThreadUpdate("done")))
     done = await cp.get_thread(T1)
@@ -809,6 +811,31 @@ async def check_list_threads(make: Factory) -> None:
     assert (await cp.list_threads())[0].thread_id == "a"
 
 
+async def check_commit_takes_and_gives_up_the_lease(make: Factory) -> None:
+    """``acquire_ttl`` takes the lease in the commit's transaction (creating the thread);
+    ``release`` gives it up in it; a live other owner makes the commit fail untouched."""
+    cp = make()
+    ck = CheckpointRecord(
+        CheckpointId("c1"), T1, "", None, -1, "input", {}, (), {}, 1.0
+    )
+    await cp.commit(
+        T1, "me", CommitBatch(checkpoint=ck, acquire_ttl=60.0, thread=ThreadUpdate("running"),
+                              check_head=True)
+    )  # fmt: skip
+    rec = await cp.get_thread(T1)
+    assert rec is not None and rec.lease_owner == "me" and rec.head == "c1"
+    other = f"{socket.gethostname()}:{os.getpid()}:other"
+    with pytest.raises(LeaseHeldError):
+        await cp.commit(T1, other, CommitBatch(acquire_ttl=60.0, thread=ThreadUpdate("done")))
+    same = await cp.get_thread(T1)
+    assert same is not None and (same.status, same.lease_owner) == ("running", "me")
+    await cp.commit(T1, "me", CommitBatch(thread=ThreadUpdate("done"), release=True))
+    rec = await cp.get_thread(T1)
+    assert rec is not None and (rec.status, rec.lease_owner) == ("done", None)
+    with pytest.raises(LeaseLostError):
+        await cp.commit(T1, "me", CommitBatch())
+
+
 CHECKS: list[Check] = [
     check_lease_acquire_renew_release,
     check_lease_held_by_live_owner,
@@ -826,5 +853,6 @@ CHECKS: list[Check] = [
     check_decisions_append_only,
     check_dispatch_claim_once,
     check_list_threads,
+    check_commit_takes_and_gives_up_the_lease,
 ]
 """Every check, in a stable order (test ids are the function names)."""

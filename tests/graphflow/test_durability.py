@@ -541,7 +541,7 @@ def reference_writes(tmp_path_factory: pytest.TempPathFactory) -> tuple[list[str
     assert error is None and rec.entries() == PAUSE_REF
     writes = [_describe(k, p) for k, p in fcp.log]
     assert writes == [
-        "checkpoint",  # the input (a new thread's row already says running)
+        "checkpoint+thread=running",  # the input: creates the thread and takes the lease
         "checkpoint",  # a's step: its record is implied by the checkpoint
         "memo",  # c's step_once
         "b:completed",  # a sibling's record while c still runs

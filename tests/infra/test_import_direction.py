@@ -67,3 +67,23 @@ def test_import_linter_contract() -> None:
     )
     assert out.returncode == 0, out.stdout + out.stderr
     assert "1 kept, 0 broken" in out.stdout
+
+
+def test_import_and_compile_load_neither_networkx_nor_sqlite_utils() -> None:
+    """A process that resumes a thread pays for neither (about 0.25 s each to import)."""
+    code = (
+        "import sys, tempfile, os\n"
+        "from typing import TypedDict\n"
+        "from graphflow import StateGraph, START, END\n"
+        "from checkpoints import SqliteCheckpointer\n"
+        "class S(TypedDict):\n    x: int\n"
+        "path = os.path.join(tempfile.mkdtemp(), 'f.db')\n"
+        "SqliteCheckpointer(path).close\n"  # creates the file: sqlite_utils may load here
+        "del sys.modules['sqlite_utils']\n"
+        "g = StateGraph(S).add_node('a', lambda s: {'x': 1}).add_edge(START, 'a')\n"
+        "g = g.add_edge('a', END).compile(checkpointer=SqliteCheckpointer(path))\n"
+        "g.invoke({'x': 0}, thread_id='t')\n"
+        "print(sorted(m for m in ('networkx', 'sqlite_utils') if m in sys.modules))\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "[]"

@@ -177,6 +177,8 @@ class Run:
             parent.token if parent else anyio.lowlevel.current_token()
         )
         self._unflushed: list[TaskRecord] = []
+        self._lease_on_commit = False  # the next commit takes the lease (a new input)
+        self._released = False  # the run's last commit gave the lease up
         self._running = 0
         self._flush_lock = anyio.Lock()
 
@@ -200,13 +202,22 @@ class Run:
             self._emit("custom", node, step, {"name": name, "data": data})
 
     # -- storage helpers ------------------------------------------------------------------
-    async def _commit(self, batch: CommitBatch) -> None:
+    async def _commit(self, batch: CommitBatch, *, last: bool = False) -> None:
+        """Commit under the lease; ``last`` gives the lease up in the same transaction."""
         if self.store is None:
             return
+        if self._lease_on_commit:
+            batch.acquire_ttl = self.graph.lease_ttl
+        root = self.parent is None
+        batch.release = last and root
         try:
             await self.store.commit(self.thread_id, self.owner, batch)
+        except LeaseHeldError as e:
+            raise ThreadBusyError(self.thread_id, e.owner) from e
         except (LeaseLostError, HeadConflictError) as e:
             raise ThreadBusyError(self.thread_id, None) from e
+        self._lease_on_commit = False
+        self._released = batch.release
 
     async def save_memo(self, task_id: str, key: str, value: Any) -> None:
         """Commit a memoized step result of a running task (``ctx.step_once``)."""
@@ -240,12 +251,18 @@ class Run:
             existing = await store.get_thread(self.thread_id)
             if existing is None or existing.head is None:
                 raise ThreadNotFoundError(self.thread_id)
-        try:
-            self.thread = await store.acquire_lease(
-                self.thread_id, self.owner, self.graph.lease_ttl, graph_name=self.graph.name
-            )
-        except LeaseHeldError as e:
-            raise ThreadBusyError(self.thread_id, e.owner) from e
+            try:
+                self.thread = await store.acquire_lease(
+                    self.thread_id, self.owner, self.graph.lease_ttl, graph_name=self.graph.name
+                )
+            except LeaseHeldError as e:
+                raise ThreadBusyError(self.thread_id, e.owner) from e
+        else:
+            # A new input's checkpoint is the run's first write, made before any node runs:
+            # it takes the lease in the same transaction (compare-and-set on the head read
+            # here), which saves a separate fsync'd commit.
+            self.thread = await store.get_thread(self.thread_id)
+            self._lease_on_commit = True
         result: RunResult | None = None
         try:
             async with task_group() as tg:
@@ -255,8 +272,9 @@ class Run:
                 finally:
                     tg.cancel_scope.cancel()
         finally:
-            with anyio.CancelScope(shield=True):
-                await store.release_lease(self.thread_id, self.owner)
+            if not self._released:  # (a no-op when this run never got the lease)
+                with anyio.CancelScope(shield=True):
+                    await store.release_lease(self.thread_id, self.owner)
         assert result is not None
         return result
 
@@ -461,8 +479,14 @@ class Run:
                 thread=None if unchanged else ThreadUpdate(status, (), self.graph.name),
                 expected_head=expected,
                 check_head=self.parent is None,
-            )
+            ),
+            last=not frontier,
         )
+        if self.thread is None and self.parent is None and self.store is not None:
+            # The commit created the thread (a new input takes the lease as it commits).
+            self.thread = ThreadRecord(
+                self.thread_id, status, ck.id, self.graph.name, self.owner
+            )
         if self.thread is not None:
             self.thread.head = ck.id
             self.thread.status = status
@@ -879,7 +903,8 @@ class Run:
                 tasks=records,
                 pauses=new_pauses,
                 thread=None if self.parent else ThreadUpdate(status, pending, self.graph.name),
-            )
+            ),
+            last=True,
         )
         if self.thread is not None:
             self.thread.status = status
