@@ -82,9 +82,13 @@ def _initial(db: Database) -> None:
         "thread_id",
         nullable=("head", "graph_name", "lease_owner", "lease_expires_at", "pending_pause_ids"),
     )
-    # list_threads(status): only the status is indexed, so that a commit, which rewrites the
-    # row's head and updated_at, touches no index page unless the status changes.
-    db.table("gf_threads").create_index(["status"], "threads_by_status")
+    # list_threads(status), newest first: a backwards range of this index. Its columns change
+    # only with the status (updated_at moves with it), so a step's commit, which rewrites the
+    # row's head, touches no index page.
+    db.table("gf_threads").create_index(
+        ["status", "updated_at", "thread_id", "pending_count", "graph_name", "created_at"],
+        "threads_by_status",
+    )
     _table(
         db,
         "gf_checkpoints",

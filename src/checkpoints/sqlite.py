@@ -611,7 +611,7 @@ class SqliteCheckpointer:
             order = " ORDER BY updated_at DESC, thread_id DESC"
             if status is None:
                 rows = conn.execute(_INFO + order).fetchall()
-            else:  # the rows of the threads_by_status index, sorted
+            else:  # a backwards range of the threads_by_status index
                 rows = conn.execute(_INFO + " WHERE status = ?" + order, (status,)).fetchall()
             dt, utc = datetime.fromtimestamp, UTC  # models.to_datetime, without a call
             return [
