@@ -37,7 +37,7 @@ import functools
 import os
 import sqlite3
 import threading
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from datetime import UTC, datetime
 from types import TracebackType
 from typing import Any, TypeVar
@@ -562,6 +562,24 @@ class SqliteCheckpointer:
 
         return await self._run(thread_id, run)
 
+    @contextlib.contextmanager
+    def _lease_txn(self, conn: sqlite3.Connection) -> Iterator[None]:
+        """A write transaction for a lease alone, committed without waiting for an fsync.
+
+        A lease only has to be visible to other processes, which it is at once; a power loss
+        that drops it also ended its owner. WAL keeps commits in order, so the run's next
+        fsync'd commit makes it durable along with everything before it.
+        """
+        relax = self.synchronous in ("FULL", "EXTRA")
+        if relax:
+            conn.execute("PRAGMA synchronous=NORMAL")
+        try:
+            with _Txn(conn):
+                yield
+        finally:
+            if relax:
+                conn.execute(f"PRAGMA synchronous={self.synchronous}")
+
     async def acquire_lease(
         self, thread_id: ThreadId, owner: str, ttl: float, *, graph_name: str | None = None
     ) -> ThreadRecord:
@@ -572,7 +590,7 @@ class SqliteCheckpointer:
         """
 
         def run(conn: sqlite3.Connection) -> ThreadRecord:
-            with _Txn(conn):
+            with self._lease_txn(conn):
                 return _take_lease(conn, thread_id, owner, ttl, graph_name)
 
         return await self._run(thread_id, run)
@@ -581,7 +599,7 @@ class SqliteCheckpointer:
         """Extend ``owner``'s lease; ``LeaseLostError`` when it no longer holds it."""
 
         def run(conn: sqlite3.Connection) -> None:
-            with _Txn(conn):
+            with self._lease_txn(conn):
                 sql = (
                     "UPDATE gf_threads SET lease_expires_at = ? WHERE thread_id = ?"
                     " AND lease_owner = ?"
@@ -595,7 +613,7 @@ class SqliteCheckpointer:
         """Give the lease up if ``owner`` holds it; otherwise do nothing."""
 
         def run(conn: sqlite3.Connection) -> None:
-            with _Txn(conn):
+            with self._lease_txn(conn):
                 conn.execute(
                     "UPDATE gf_threads SET lease_owner = NULL, lease_expires_at = NULL"
                     " WHERE thread_id = ? AND lease_owner = ?",

@@ -2,7 +2,12 @@
 
 from __future__ import annotations
 
+import asyncio  # noqa: TID251 - a reusable loop runner for the sync API (anyio runs on it)
+import atexit
+import contextvars
+import importlib
 import queue
+import threading
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 from typing import Any, TypeVar
 
@@ -13,6 +18,10 @@ from anyio.from_thread import start_blocking_portal
 from checkpoints.blocking import inline_io
 
 T = TypeVar("T")
+
+# anyio loads its asyncio backend on first use, inside the first run: load it with graphflow
+# instead, so that a process resuming a thread reaches its first node sooner.
+importlib.import_module("anyio._backends._asyncio")
 
 
 def _check_no_loop(what: str) -> None:
@@ -25,14 +34,35 @@ def _check_no_loop(what: str) -> None:
     )
 
 
+_local = threading.local()
+
+
+def _runner() -> asyncio.Runner:
+    """This thread's event loop runner, kept between calls.
+
+    Making and closing an event loop costs about four times what a short run of a graph
+    does; one loop per thread serves every sync call made from that thread, one at a time.
+    """
+    runner: asyncio.Runner | None = getattr(_local, "runner", None)
+    if runner is None:
+        runner = _local.runner = asyncio.Runner()
+        atexit.register(runner.close)
+    return runner
+
+
 def run_sync(what: str, fn: Callable[..., Awaitable[T]], *args: Any) -> T:
-    """Run ``fn(*args)`` in a new event loop; refuse inside a running one."""
+    """Run ``fn(*args)`` on this thread's private event loop; refuse inside a running one."""
     _check_no_loop(what)
     token = inline_io.set(True)  # this loop is private to the call: stores may block it
     try:
-        return anyio.run(fn, *args)
+        ctx = contextvars.copy_context()  # each call starts from the caller's context
+        return _runner().run(_call(fn, *args), context=ctx)
     finally:
         inline_io.reset(token)
+
+
+async def _call(fn: Callable[..., Awaitable[T]], *args: Any) -> T:
+    return await fn(*args)
 
 
 def iterate_sync(what: str, agen_factory: Callable[[], AsyncIterator[T]]) -> Iterator[T]:

@@ -546,7 +546,7 @@ def reference_writes(tmp_path_factory: pytest.TempPathFactory) -> tuple[list[str
         "memo",  # c's step_once
         "b:completed",  # a sibling's record while c still runs
         "c:paused+pause+thread=paused",
-        "answers",  # resume
+        # resume: the answer is written with the run's next commit
         "c:completed+checkpoint+thread=running",  # kept: c ran twice (attempts 2)
         "checkpoint+thread=done",  # d
     ]

@@ -174,6 +174,8 @@ class NodeContext:
         tid = ThreadId(self.thread_id)
         cid = CallId(call_id)
         async with _storage():
+            # The decision that allowed this call must be durable before the call can run.
+            await self._run.flush_answers()
             claimed = await store.claim_dispatch(
                 DispatchRecord(tid, cid, tool, fingerprint, self._run.owner)
             )

@@ -37,6 +37,7 @@ from checkpoints.errors import (
 from checkpoints.lease import new_owner
 from checkpoints.models import (
     AnswerRecord,
+    ChannelWrite,
     CheckpointId,
     CheckpointRecord,
     CommitBatch,
@@ -56,7 +57,7 @@ from checkpoints.models import (
     to_datetime,
 )
 from graphflow.engine import plan
-from graphflow.engine.apply import apply_writes
+from graphflow.engine.apply import COMPACT_EVERY, apply_writes
 from graphflow.engine.context import (
     EngineFault,
     NodeContext,
@@ -179,6 +180,7 @@ class Run:
         self._unflushed: list[TaskRecord] = []
         self._lease_on_commit = False  # the next commit takes the lease (a new input)
         self._released = False  # the run's last commit gave the lease up
+        self._pending_answers: list[AnswerRecord] = []  # go with the run's first commit
         self._running = 0
         self._flush_lock = anyio.Lock()
 
@@ -208,8 +210,10 @@ class Run:
             return
         if self._lease_on_commit:
             batch.acquire_ttl = self.graph.lease_ttl
-        root = self.parent is None
-        batch.release = last and root
+        root = self._root()
+        if root._pending_answers:
+            batch.answers = [*root._pending_answers, *batch.answers]
+        batch.release = last and self.parent is None
         try:
             await self.store.commit(self.thread_id, self.owner, batch)
         except LeaseHeldError as e:
@@ -217,7 +221,13 @@ class Run:
         except (LeaseLostError, HeadConflictError) as e:
             raise ThreadBusyError(self.thread_id, None) from e
         self._lease_on_commit = False
+        root._pending_answers = []
         self._released = batch.release
+
+    async def flush_answers(self) -> None:
+        """Write this call's answers now (before a side effect that must see them durable)."""
+        if self._root()._pending_answers:
+            await self._commit(CommitBatch(ns=self.ns))
 
     async def save_memo(self, task_id: str, key: str, value: Any) -> None:
         """Commit a memoized step result of a running task (``ctx.step_once``)."""
@@ -550,8 +560,9 @@ class Run:
             answers, decided = match_decisions(self.thread_id, records, self.decisions, by=by)
             new += answers
             await self.store.put_decisions(decided)
-        if new:
-            await self.store.put_answers(new)
+        # The answers are written with the run's first commit (one fsync fewer): until then
+        # nothing of the resumed step is durable, and a crash loses the call, not the thread.
+        self._pending_answers = new
         stored = await self._load_answers()
         if not any(p in stored for p in pending_ids):
             return self._paused_result([pending[p] for p in pending_ids if p in pending])
@@ -562,9 +573,17 @@ class Run:
         included); return the ids of every answered pause of the thread (nested ones too)."""
         assert self.store is not None and self.checkpoint is not None
         tasks = {t.id for t in self.checkpoint.frontier}
-        stored = await self.store.load_answers(self.thread_id)
-        self.answers = {k: a.value for k, a in stored.items() if k.partition(":")[0] in tasks}
+        stored = {k: a.value for k, a in (await self.store.load_answers(self.thread_id)).items()}
+        root = self._root()
+        stored.update((a.pause_id, a.value) for a in root._pending_answers)  # not yet written
+        self.answers = {k: v for k, v in stored.items() if k.partition(":")[0] in tasks}
         return set(stored)
+
+    def _root(self) -> Run:
+        run = self
+        while run.parent is not None:
+            run = run.parent
+        return run
 
     def _paused_result(self, pauses: Sequence[PauseRecord]) -> RunResult:
         public = [pause_from_record(p) for p in pauses]
@@ -819,9 +838,18 @@ class Run:
         o.started_at = started
         o.ended_at = now()
         if self.sink is not None and self.mode == "debug":
-            data = {"task_id": spec.id, "status": o.status, "writes": dict(o.writes)}
+            data = {"task_id": spec.id, "status": o.status, "writes": self._as_update(o.writes)}
             self._emit("task_end", ctx.node, job.step, data)
         return o
+
+    def _as_update(self, writes: Sequence[tuple[str, Any]]) -> dict[str, Any]:
+        """A task's writes as one update: repeated keys (a subgraph's) through the reducer."""
+        out: dict[str, Any] = {}
+        for k, v in writes:
+            ch = self.graph.schema.channels.get(k)
+            reducer = ch.reducer if ch is not None else None
+            out[k] = reducer(out[k], v) if k in out and reducer is not None else v
+        return out
 
     def _node_path(self, node: str) -> str:
         return f"{self.path_prefix}{node}"
@@ -938,7 +966,7 @@ class Run:
         self.values = {k: v for k, v in applied.values.items() if not plan.is_hidden(k)}
         if self.sink is not None:
             if self.mode in ("updates", "debug"):
-                data = {self._node_path(o.spec.node): dict(o.writes) for o in by_name}
+                data = {self._node_path(o.spec.node): self._as_update(o.writes) for o in by_name}
                 self._emit("updates", None, step, data)
             if self.mode == "values" and self.parent is None:
                 self._emit("values", None, step, schema.view(self.values))
@@ -958,18 +986,15 @@ class Run:
             for k, v in changed.items():
                 self.hidden[k] = v
                 extra[k] = v
-        if self.collect:  # a subgraph run keeps what it wrote to its parent's keys
-            out = [[self.collect[k], v] for o in by_name for k, v in o.writes if k in self.collect]
-            if out:
-                extra[plan.OUT_KEY] = self.hidden[plan.OUT_KEY] = [
-                    *self.hidden.get(plan.OUT_KEY, []),
-                    *out,
-                ]
         writes = applied.writes
         versions = applied.versions
         for k, v in extra.items():
             writes.append(_set(k, version, v))
             versions[k] = version
+        if self.collect:  # a subgraph run keeps what it wrote to its parent's keys
+            out = [[self.collect[k], v] for o in by_name for k, v in o.writes if k in self.collect]
+            if out:
+                self._collect_out(out, version, versions, applied.bases, writes)
         ck_id = new_checkpoint_id()
         frontier = plan.make_frontier(ck_id, self.ns, targets)
         new = CheckpointRecord(
@@ -993,6 +1018,27 @@ class Run:
             r.writes = None
         await self._commit_checkpoint(new, writes, frontier, records)
         self.answers = {}
+
+    def _collect_out(
+        self,
+        out: list[list[Any]],
+        version: int,
+        versions: dict[str, int],
+        bases: dict[str, tuple[int, int]],
+        writes: list[ChannelWrite],
+    ) -> None:
+        """Append a step's writes to parent keys to the hidden output channel, stored as an
+        append chain like a list channel (its size grows with what the step wrote)."""
+        key = plan.OUT_KEY
+        self.hidden[key] = [*self.hidden.get(key, []), *out]
+        chain = bases.get(key) or ((versions[key], 0) if key in versions else None)
+        if chain is not None and chain[1] + 1 < COMPACT_EVERY:
+            writes.append(ChannelWrite(key, version, "append", out, chain[0]))
+            bases[key] = (chain[0], chain[1] + 1)
+        else:
+            writes.append(_set(key, version, self.hidden[key]))
+            bases.pop(key, None)
+        versions[key] = version
 
     async def _route_from(self, node: str, o: Outcome | None) -> list[str | Send]:
         edges = self.graph.edges
