@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING, Any
 from graphflow.errors import GraphValidationError
 from graphflow.state import StateSchema
 from graphflow.types import END, START
+from graphflow.validate import validate
 
 if TYPE_CHECKING:
     from checkpoints import Checkpointer
@@ -215,7 +216,6 @@ class StateGraph:
     ) -> CompiledGraph:
         """Validate the graph (``GraphValidationError``) and return a runnable graph."""
         from graphflow.compiled import CompiledGraph
-        from graphflow.validate import validate
 
         validate(self, interrupt_before, interrupt_after, checkpointer)
         return CompiledGraph(
