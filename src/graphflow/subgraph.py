@@ -14,7 +14,8 @@ from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
 from graphflow.engine.context import NodeContext
-from graphflow.engine.loop import Run, Writes
+from graphflow.engine.loop import Run
+from graphflow.engine.tasks import Writes
 from graphflow.errors import GraphValidationError
 
 if TYPE_CHECKING:

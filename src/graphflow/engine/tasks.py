@@ -1,0 +1,363 @@
+"""Running a step's tasks: async nodes in a task group, sync nodes in worker threads.
+
+``TaskRunner`` is the part of a run (``engine.loop.Run``) that calls nodes and turns what they
+return or raise into outcomes; the run decides what to commit.
+"""
+
+from __future__ import annotations
+
+import contextvars
+import time
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
+from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
+from contextlib import asynccontextmanager
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, cast
+
+import anyio
+import anyio.abc
+from pydantic import BaseModel
+
+from checkpoints.models import (
+    CheckpointRecord,
+    CommitBatch,
+    PauseRecord,
+    TaskId,
+    TaskRecord,
+    TaskSpec,
+    now,
+)
+from graphflow.engine import plan
+from graphflow.engine.context import (
+    NodeContext,
+    PauseRequest,
+    PauseSignal,
+    reset_current,
+    set_current,
+)
+from graphflow.errors import GraphflowError, InvalidUpdateError
+from graphflow.types import Command
+
+if TYPE_CHECKING:
+    from graphflow.builder import NodeSpec
+    from graphflow.compiled import CompiledGraph
+    from graphflow.engine.loop import Run
+
+
+@dataclass(slots=True)
+class Outcome:
+    """What running one task produced."""
+
+    spec: TaskSpec
+    status: str
+    writes: list[tuple[str, Any]] = field(default_factory=list)
+    routes: list[Any] | None = None
+    pauses: list[PauseRequest] = field(default_factory=list)
+    nested: list[PauseRecord] = field(default_factory=list)
+    error: BaseException | None = None
+    attempts: int = 1
+    started_at: float = 0.0
+    ended_at: float = 0.0
+
+
+class TaskRunner:
+    """Runs tasks for a ``Run`` (which provides the attributes declared here)."""
+
+    graph: CompiledGraph
+    ns: str
+    values: dict[str, Any]
+    sink: Any
+    mode: str
+    answers: dict[str, Any]
+    _unflushed: list[TaskRecord]
+    _running: int
+    _flush_lock: anyio.Lock
+
+    def _emit(self, type_: str, node: str | None, step: int | None, data: Any) -> None:
+        raise NotImplementedError
+
+    def _node_path(self, node: str) -> str:
+        raise NotImplementedError
+
+    async def _commit(self, batch: CommitBatch, *, last: bool = False) -> None:
+        raise NotImplementedError
+
+    async def _run_tasks(
+        self,
+        specs: list[TaskSpec],
+        step: int,
+        ck: CheckpointRecord,
+        memos: Mapping[TaskId, dict[str, Any]],
+        attempts: Mapping[TaskId, int],
+        outcomes: dict[TaskId, Outcome],
+    ) -> None:
+        """Run a step's tasks: async nodes as tasks of a task group, sync nodes in threads.
+
+        A step with a single task calls a sync node directly: a thread hop costs more than
+        most nodes, and nothing else of this run could proceed meanwhile.
+        """
+        view = self.graph.schema.view(self.values) if any(not s.has_arg for s in specs) else None
+        self._running = len(specs)
+
+        def job(spec: TaskSpec) -> _Job:
+            return _Job(spec, step, view, dict(memos.get(spec.id, {})), attempts.get(spec.id, 0))
+
+        async def finished(*done: Outcome) -> None:
+            for o in done:
+                outcomes[o.spec.id] = o
+                self._unflushed.append(self._record(ck, o))
+            self._running -= len(done)
+            if self._running > 0:
+                await self._flush()
+
+        if len(specs) == 1:
+            o = await self._run_task(job(specs[0]), inline=True)
+            outcomes[o.spec.id] = o
+            self._running = 0
+            self._unflushed.append(self._record(ck, o))
+            return
+        sync = [s for s in specs if not self.graph.nodes[s.node].is_async]
+        async with task_group() as tg:
+            for spec in specs:
+                if self.graph.nodes[spec.node].is_async:
+                    tg.start_soon(self._async_job, job(spec), finished)
+            if sync:
+                await self._sync_jobs([job(s) for s in sync], finished)
+
+    async def _async_job(self, job: _Job, finished: Callable[..., Awaitable[None]]) -> None:
+        await finished(await self._run_task(job, inline=False))
+
+    async def _sync_jobs(self, jobs: list[_Job], finished: Callable[..., Awaitable[None]]) -> None:
+        """Run sync nodes in a thread pool; wake the loop once per batch of completions."""
+        pool = _node_pool()
+        pending = {pool.submit(contextvars.copy_context().run, self._thread_task, j) for j in jobs}
+        while pending:
+            done, pending = await anyio.to_thread.run_sync(
+                _wait_some, pending, abandon_on_cancel=True
+            )
+            await finished(*sorted((f.result() for f in done), key=lambda o: o.spec.node))
+
+    async def _flush(self) -> None:
+        """Commit the records of tasks that finished while siblings still run."""
+        async with self._flush_lock:
+            if not self._unflushed:
+                return
+            batch, self._unflushed = self._unflushed, []
+            await self._commit(CommitBatch(ns=self.ns, tasks=batch))
+
+    def _record(self, ck: CheckpointRecord, o: Outcome) -> TaskRecord:
+        return TaskRecord(
+            ck.id,
+            o.spec.id,
+            o.spec.node,
+            o.status,  # type: ignore[arg-type]
+            attempts=o.attempts,
+            started_at=o.started_at,
+            ended_at=o.ended_at,
+            error=f"{type(o.error).__name__}: {o.error}" if o.error is not None else None,
+            writes=o.writes if o.status == "completed" else None,
+            routes=o.routes,
+        )
+
+    def _context(self, job: _Job, attempt: int) -> NodeContext:
+        return NodeContext(
+            cast("Run", self),  # a TaskRunner is always the base of a Run
+            task_id=job.spec.id,
+            node=self._node_path(job.spec.node),
+            step=job.step,
+            answers=self.answers,
+            memos=job.memos,
+            attempt=attempt,
+        )
+
+    def _retry(self, node: NodeSpec, exc: BaseException | None, tries: int) -> float | None:
+        """Seconds to wait before retrying a failed attempt, or None: do not retry."""
+        policy = node.retry
+        if (
+            policy is None
+            or exc is None
+            or isinstance(exc, PauseSignal | GraphflowError)
+            or not isinstance(exc, policy.retry_on)
+            or tries >= policy.max_attempts
+        ):
+            return None
+        return policy.backoff
+
+    async def _run_task(self, job: _Job, *, inline: bool) -> Outcome:
+        node = self.graph.nodes[job.spec.node]
+        state = job.spec.arg if job.spec.has_arg else job.view
+        attempt = job.prior_attempts
+        started = now()
+        while True:
+            attempt += 1
+            ctx = self._context(job, attempt)
+            self._task_start(ctx, job)
+            result: Any = None
+            exc: BaseException | None = None
+            try:
+                result = await self._call(node, state, ctx, inline)
+            except (PauseSignal, Exception) as e:
+                exc = e
+            wait = self._retry(node, exc, attempt - job.prior_attempts)
+            if wait is None:
+                return self._finish(ctx, job, result, exc, attempt, started)
+            await anyio.sleep(wait)
+
+    def _thread_task(self, job: _Job) -> Outcome:
+        """``_run_task`` for a sync node, run in a worker thread."""
+        node = self.graph.nodes[job.spec.node]
+        state = job.spec.arg if job.spec.has_arg else job.view
+        args_ctx = node.takes_ctx
+        attempt = job.prior_attempts
+        started = now()
+        while True:
+            attempt += 1
+            ctx = self._context(job, attempt)
+            self._task_start(ctx, job)
+            result: Any = None
+            exc: BaseException | None = None
+            token = set_current(ctx)
+            try:
+                result = node.fn(state, ctx) if args_ctx else node.fn(state)
+            except (PauseSignal, Exception) as e:
+                exc = e
+            finally:
+                reset_current(token)
+            wait = self._retry(node, exc, attempt - job.prior_attempts)
+            if wait is None:
+                return self._finish(ctx, job, result, exc, attempt, started)
+            time.sleep(wait)
+
+    def _task_start(self, ctx: NodeContext, job: _Job) -> None:
+        if self.sink is not None and self.mode == "debug":
+            data = {"task_id": job.spec.id, "attempt": ctx.attempt}
+            self._emit("task_start", ctx.node, job.step, data)
+
+    def _finish(
+        self,
+        ctx: NodeContext,
+        job: _Job,
+        result: Any,
+        exc: BaseException | None,
+        attempt: int,
+        started: float,
+    ) -> Outcome:
+        spec = job.spec
+        if isinstance(exc, PauseSignal):
+            o = Outcome(spec, "paused", pauses=exc.pauses, nested=exc.records)
+        elif exc is not None:
+            o = Outcome(spec, "failed", error=exc)
+        else:
+            try:
+                writes, routes = self._normalize(spec.node, result)
+                o = Outcome(spec, "completed", writes, routes)
+            except GraphflowError as e:
+                o = Outcome(spec, "failed", error=e)
+        o.attempts = attempt
+        o.started_at = started
+        o.ended_at = now()
+        if self.sink is not None and self.mode == "debug":
+            data = {"task_id": spec.id, "status": o.status, "writes": self._as_update(o.writes)}
+            self._emit("task_end", ctx.node, job.step, data)
+        return o
+
+    def _as_update(self, writes: Sequence[tuple[str, Any]]) -> dict[str, Any]:
+        """A task's writes as one update: repeated keys (a subgraph's) through the reducer."""
+        out: dict[str, Any] = {}
+        for k, v in writes:
+            ch = self.graph.schema.channels.get(k)
+            reducer = ch.reducer if ch is not None else None
+            out[k] = reducer(out[k], v) if k in out and reducer is not None else v
+        return out
+
+    async def _call(self, node: NodeSpec, state: Any, ctx: NodeContext, inline: bool) -> Any:
+        fn = node.fn
+        args = (state, ctx) if node.takes_ctx else (state,)
+        token = set_current(ctx)
+        try:
+            if node.is_async:
+                return await fn(*args)
+            if inline:
+                return fn(*args)
+            return await anyio.to_thread.run_sync(fn, *args)
+        finally:
+            reset_current(token)
+
+    def _normalize(self, node: str, result: Any) -> tuple[list[tuple[str, Any]], list[Any] | None]:
+        routes: list[Any] | None = None
+        if isinstance(result, Command):
+            if result.goto is not None:
+                routes = plan.normalize_targets(
+                    result.goto, self.graph.nodes, f"Command.goto of node {node!r}"
+                )
+            result = result.update
+        if result is None:
+            return [], routes
+        if isinstance(result, Writes):
+            return list(result), routes
+        if isinstance(result, BaseModel) and self.graph.schema.is_model:
+            result = {k: getattr(result, k) for k in result.model_fields_set}
+        if not isinstance(result, Mapping):
+            raise InvalidUpdateError(
+                f"node {node!r} returned {type(result).__name__}; return a dict of state keys, "
+                "a Command or None",
+                node=node,
+            )
+        self.graph.schema.check_keys(result, node)
+        return list(result.items()), routes
+
+    # -- ending a step ------------------------------------------------------------------------
+
+
+class Writes(list[tuple[str, Any]]):
+    """A node result holding several writes, possibly to one key (a subgraph's output)."""
+
+
+@asynccontextmanager
+async def task_group() -> AsyncIterator[anyio.abc.TaskGroup]:
+    """A task group that re-raises a lone error as itself, not as an ``ExceptionGroup``.
+
+    Our task groups host helpers (heartbeat, sibling tasks) whose own errors are caught;
+    users should see the error a run raised, typed as documented.
+    """
+    try:
+        async with anyio.create_task_group() as tg:
+            yield tg
+    except BaseExceptionGroup as group:
+        errors = _leaves(group)
+        if len(errors) == 1:
+            raise errors[0] from errors[0].__cause__
+        raise
+
+
+def _leaves(group: BaseExceptionGroup[BaseException]) -> list[BaseException]:
+    out: list[BaseException] = []
+    for e in group.exceptions:
+        out.extend(_leaves(e) if isinstance(e, BaseExceptionGroup) else [e])
+    return out
+
+
+@dataclass(slots=True)
+class _Job:
+    """What a task needs to run: its spec, step, the state it sees and its memos."""
+
+    spec: TaskSpec
+    step: int
+    view: Any
+    memos: dict[str, Any]
+    prior_attempts: int
+
+
+_POOL: list[ThreadPoolExecutor] = []
+
+
+def _node_pool() -> ThreadPoolExecutor:
+    """The process-wide pool sync nodes of parallel steps run in."""
+    if not _POOL:
+        _POOL.append(ThreadPoolExecutor(max_workers=32, thread_name_prefix="graphflow-node"))
+    return _POOL[0]
+
+
+def _wait_some(pending: set[Future[Outcome]]) -> tuple[set[Future[Outcome]], set[Future[Outcome]]]:
+    done, rest = wait(pending, return_when=FIRST_COMPLETED)
+    return set(done), set(rest)
