@@ -300,3 +300,8 @@ class CommitBatch:
     (creating the thread row when missing); ``LeaseHeldError`` if another live owner has it."""
     release: bool = False
     """Give the lease up in the same transaction (the run's last commit)."""
+    durable: bool = True
+    """False: the commit need not wait for an fsync. Only for a write that nothing durable
+    depends on yet (a run's input checkpoint, made before any node runs): a store that keeps
+    commits in order makes it durable with the next durable commit, and a crash before that
+    loses only the call that had not returned."""

@@ -360,11 +360,18 @@ _INLINE_MAX = 900
 """Serialized channel values larger than this go to gf_blobs (see migrations._initial)."""
 
 
-def _commit(conn: sqlite3.Connection, thread_id: str, owner: str, batch: CommitBatch) -> None:
+def _commit(
+    conn: sqlite3.Connection,
+    thread_id: str,
+    owner: str,
+    batch: CommitBatch,
+    ensure_sync: Callable[[bool], None],
+) -> None:
     """The body of ``commit``: serialize everything, then one write transaction."""
     ns = batch.ns
     ck = batch.checkpoint
     upd = batch.thread
+    ck_row: Any = None
     try:
         tasks = [
             (thread_id, ns, t.checkpoint_id, t.task_id, t.node, t.status, t.attempts,
@@ -429,6 +436,29 @@ def _commit(conn: sqlite3.Connection, thread_id: str, owner: str, batch: CommitB
     params += (thread_id, owner)
     if batch.check_head:
         params.append(batch.expected_head)
+    ensure_sync(batch.durable)  # before BEGIN: nothing runs after the COMMIT
+    _write(conn, thread_id, owner, batch, sql, params, tasks, memos, ck_row, chans, large,
+           pauses, answers)  # fmt: skip
+
+
+def _write(
+    conn: sqlite3.Connection,
+    thread_id: str,
+    owner: str,
+    batch: CommitBatch,
+    sql: str,
+    params: list[Any],
+    tasks: list[Any],
+    memos: list[Any],
+    ck_row: Any,
+    chans: list[Any],
+    large: list[int],
+    pauses: list[Any],
+    answers: list[Any],
+) -> None:
+    """The write transaction of ``_commit`` (everything already serialized)."""
+    upd = batch.thread
+    ck = batch.checkpoint
     with _Txn(conn):
         if batch.acquire_ttl is not None:
             _take_lease(conn, thread_id, owner, batch.acquire_ttl, upd.graph_name if upd else None)
@@ -473,6 +503,7 @@ class SqliteCheckpointer:
         self.busy_timeout = busy_timeout
         self.synchronous = synchronous.upper()
         self._conn: sqlite3.Connection | None = None
+        self._sync_level = self.synchronous
         self._lock = threading.Lock()
         self._limiter = anyio.CapacityLimiter(1)
         # Open now, so that the first run does not pay for connecting and migrating. A file
@@ -492,6 +523,7 @@ class SqliteCheckpointer:
         try:
             conn.execute("PRAGMA journal_mode=WAL")
             conn.execute(f"PRAGMA synchronous={self.synchronous}")
+            self._sync_level = self.synchronous
             if migrations.pending(conn, self.path):
                 with _Txn(conn):
                     migrations.apply(conn, self.path)
@@ -517,7 +549,9 @@ class SqliteCheckpointer:
         """Run ``fn`` on the connection (in a worker thread); damage becomes an error."""
         with self._lock:
             try:
-                return fn(self._conn if self._conn is not None else self._open())
+                conn = self._conn if self._conn is not None else self._open()
+                self._ensure_sync(True)  # durable unless the call itself relaxes it
+                return fn(conn)
             except sqlite3.DatabaseError as e:
                 if not _is_damage(e):
                     raise
@@ -562,23 +596,29 @@ class SqliteCheckpointer:
 
         return await self._run(thread_id, run)
 
+    def _ensure_sync(self, durable: bool) -> None:
+        """Set the connection's ``synchronous`` for the next transaction (outside of one).
+
+        A transaction nothing durable depends on yet (a lease, a run's input checkpoint) is
+        committed without waiting for an fsync: it is visible to other processes at once, and
+        WAL keeps commits in order, so the next fsync'd commit makes it durable too. The level
+        is changed before BEGIN, never after COMMIT, so nothing runs once a commit is done.
+        """
+        want = (
+            self.synchronous if durable or self.synchronous not in ("FULL", "EXTRA") else "NORMAL"
+        )
+        if self._sync_level != want:
+            assert self._conn is not None
+            self._conn.execute(f"PRAGMA synchronous={want}")
+            self._sync_level = want
+
     @contextlib.contextmanager
     def _lease_txn(self, conn: sqlite3.Connection) -> Iterator[None]:
-        """A write transaction for a lease alone, committed without waiting for an fsync.
-
-        A lease only has to be visible to other processes, which it is at once; a power loss
-        that drops it also ended its owner. WAL keeps commits in order, so the run's next
-        fsync'd commit makes it durable along with everything before it.
-        """
-        relax = self.synchronous in ("FULL", "EXTRA")
-        if relax:
-            conn.execute("PRAGMA synchronous=NORMAL")
-        try:
-            with _Txn(conn):
-                yield
-        finally:
-            if relax:
-                conn.execute(f"PRAGMA synchronous={self.synchronous}")
+        """A write transaction for a lease alone: it need not wait for an fsync (a power loss
+        that drops it also ended its owner; see ``_ensure_sync``)."""
+        self._ensure_sync(False)
+        with _Txn(conn):
+            yield
 
     async def acquire_lease(
         self, thread_id: ThreadId, owner: str, ttl: float, *, graph_name: str | None = None
@@ -641,8 +681,10 @@ class SqliteCheckpointer:
 
     # -- checkpoints and state -------------------------------------------------------------
     async def commit(self, thread_id: ThreadId, owner: str, batch: CommitBatch) -> None:
-        """Write ``batch`` in one fsync'd transaction, fenced by the lease and the head."""
-        await self._run(thread_id, lambda conn: _commit(conn, thread_id, owner, batch))
+        """Write ``batch`` in one transaction (fsync'd unless ``batch.durable`` is false),
+        fenced by the lease and the head."""
+        ensure = self._ensure_sync
+        await self._run(thread_id, lambda conn: _commit(conn, thread_id, owner, batch, ensure))
 
     async def get_checkpoint(
         self, thread_id: ThreadId, ns: str = "", checkpoint_id: CheckpointId | None = None

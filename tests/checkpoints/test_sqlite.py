@@ -20,6 +20,7 @@ from sqlite_utils import Database
 
 from checkpoints import (
     ChannelWrite,
+    CheckpointRecord,
     CommitBatch,
     CorruptCheckpointError,
     HeadConflictError,
@@ -752,3 +753,17 @@ async def test_pause_record_fields_round_trip(cp: SqliteCheckpointer) -> None:
     pause = PauseRecord(PauseId("p"), T1, "a:b", head, TaskId("t"), "n", "before", None, 7.25)
     await cp.commit(T1, owner, CommitBatch(pauses=[pause]))
     assert await cp.get_pauses(T1, [pause.id]) == [pause]
+
+
+@pytest.mark.anyio
+async def test_relaxed_writes_never_leave_the_connection_relaxed(path: Path) -> None:
+    """A lease or a non-durable commit skips the fsync; every other write is FULL again."""
+    cp = SqliteCheckpointer(path)
+    owner = "me"
+    await cp.acquire_lease(T1, owner, 60.0)  # a lease: relaxed
+    assert await on_connection(cp, "PRAGMA synchronous") == [(2,)]
+    ck = CheckpointRecord(CheckpointId("c1"), T1, "", None, -1, "input", {}, (), {}, 1.0)
+    await cp.commit(T1, owner, CommitBatch(checkpoint=ck, durable=False))
+    assert await on_connection(cp, "PRAGMA synchronous") == [(2,)]
+    assert (await cp.get_checkpoint(T1)) == ck
+    await cp.close()

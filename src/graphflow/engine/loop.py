@@ -393,7 +393,9 @@ class Run(TaskRunner):
             now(),
             applied.bases,
         )
-        await self._commit_checkpoint(ck, writes, frontier)
+        # Made before any node runs: nothing durable depends on it until the step's commit,
+        # which makes it durable too (commits stay in order), so it need not wait for an fsync.
+        await self._commit_checkpoint(ck, writes, frontier, durable=bool(not frontier))
 
     def _materialize(
         self,
@@ -441,6 +443,8 @@ class Run(TaskRunner):
         writes: list[Any],
         frontier: Sequence[TaskSpec],
         tasks: list[TaskRecord] | None = None,
+        *,
+        durable: bool = True,
     ) -> None:
         status: ThreadStatus = "running" if frontier else "done"
         th = self.thread
@@ -462,6 +466,7 @@ class Run(TaskRunner):
                 thread=None if unchanged else ThreadUpdate(status, (), self.graph.name),
                 expected_head=expected,
                 check_head=self.parent is None,
+                durable=durable,
             ),
             last=not frontier,
         )
