@@ -244,27 +244,41 @@ class ThreadRecord:
 
 @dataclass(slots=True)
 class ThreadInfo:
-    """What ``list_threads`` reports of a thread."""
+    """What ``list_threads`` reports of a thread.
+
+    Times are kept as the stored timestamps and turned into datetimes when read, so that
+    listing many threads builds no datetime it does not need.
+    """
 
     thread_id: str
     status: ThreadStatus
-    updated_at: datetime
+    updated_ts: float
     pending_pauses: int
     graph_name: str | None = None
     head_checkpoint_id: str | None = None
-    created_at: datetime | None = None
+    created_ts: float | None = None
+
+    @property
+    def updated_at(self) -> datetime:
+        """When the thread's status or pending pauses last changed (aware, UTC)."""
+        return to_datetime(self.updated_ts)
+
+    @property
+    def created_at(self) -> datetime | None:
+        """When the thread was created (aware, UTC)."""
+        return to_datetime(self.created_ts) if self.created_ts is not None else None
 
     @classmethod
     def from_record(cls, rec: ThreadRecord) -> ThreadInfo:
         """Build the public view of a stored thread row."""
         return cls(
-            thread_id=rec.thread_id,
-            status=rec.status,
-            updated_at=to_datetime(rec.updated_at),
-            pending_pauses=len(rec.pending_pause_ids),
-            graph_name=rec.graph_name,
-            head_checkpoint_id=rec.head,
-            created_at=to_datetime(rec.created_at),
+            rec.thread_id,
+            rec.status,
+            rec.updated_at,
+            len(rec.pending_pause_ids),
+            rec.graph_name,
+            rec.head,
+            rec.created_at,
         )
 
 

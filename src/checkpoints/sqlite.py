@@ -38,7 +38,6 @@ import os
 import sqlite3
 import threading
 from collections.abc import Callable, Iterator, Mapping, Sequence
-from datetime import UTC, datetime
 from types import TracebackType
 from typing import Any, TypeVar
 
@@ -663,7 +662,7 @@ class SqliteCheckpointer:
         await self._run(thread_id, run)
 
     async def list_threads(self, status: ThreadStatus | None = None) -> list[ThreadInfo]:
-        """Threads, most recently updated first (by status: through the status index)."""
+        """Threads, most recently updated first (by status: a range of the status index)."""
 
         def run(conn: sqlite3.Connection) -> list[ThreadInfo]:
             order = " ORDER BY updated_at DESC, thread_id DESC"
@@ -671,11 +670,7 @@ class SqliteCheckpointer:
                 rows = conn.execute(_INFO + order).fetchall()
             else:  # a backwards range of the threads_by_status index
                 rows = conn.execute(_INFO + " WHERE status = ?" + order, (status,)).fetchall()
-            dt, utc = datetime.fromtimestamp, UTC  # models.to_datetime, without a call
-            return [
-                ThreadInfo(tid, st, dt(up, utc), n, graph, head, dt(created, utc))
-                for tid, st, up, n, graph, head, created in rows
-            ]
+            return [ThreadInfo(*row) for row in rows]
 
         return await self._run(None, run)
 
