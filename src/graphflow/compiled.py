@@ -31,7 +31,7 @@ from checkpoints.models import (
 )
 from graphflow import _sync
 from graphflow.engine import plan
-from graphflow.engine.apply import apply_writes
+from graphflow.engine.apply import apply_writes, set_write
 from graphflow.engine.loop import (
     UNSET,
     Run,
@@ -560,7 +560,7 @@ class CompiledGraph:
             )
             writes = list(applied.writes)
             for k in sorted(set(applied.values) - set(applied.versions)):
-                writes.append(plan_set(k, version, applied.values[k]))
+                writes.append(set_write(k, version, applied.values[k]))
                 applied.versions[k] = version
             run.values = {
                 k: v for k, v in applied.values.items() if not k.startswith(plan.HIDDEN_PREFIX)
@@ -638,10 +638,3 @@ def _with_reason(value: Any, reason: str) -> Any:
 
     d = Decision.coerce(value)
     return d if d.reason is not None else Decision(d.verdict, d.fingerprint, d.by, reason)
-
-
-def plan_set(key: str, version: int, value: Any) -> Any:
-    """A whole-value channel write."""
-    from checkpoints.models import ChannelWrite
-
-    return ChannelWrite(key, version, "set", value)

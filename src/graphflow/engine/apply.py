@@ -105,6 +105,11 @@ def apply_writes(
     return out
 
 
+def set_write(key: str, version: int, value: Any) -> ChannelWrite:
+    """A whole-value write of a channel."""
+    return ChannelWrite(key, version, "set", value)
+
+
 def _grew(old: list[Any], new: list[Any]) -> bool:
     """True when ``new`` starts with exactly the items of ``old`` (by identity)."""
     if len(new) < len(old):

@@ -51,7 +51,7 @@ from checkpoints.models import (
     to_datetime,
 )
 from graphflow.engine import plan
-from graphflow.engine.apply import COMPACT_EVERY, apply_writes
+from graphflow.engine.apply import COMPACT_EVERY, apply_writes, set_write
 from graphflow.engine.context import (
     EngineFault,
     PauseRequest,
@@ -72,6 +72,7 @@ from graphflow.errors import (
     UnknownPauseError,
 )
 from graphflow.types import (
+    START,
     Event,
     Pause,
     RunResult,
@@ -352,7 +353,7 @@ class Run(TaskRunner):
             writes = [
                 *applied.writes,
                 *(
-                    _set(k, version, applied.values[k])
+                    set_write(k, version, applied.values[k])
                     for k in sorted(set(applied.values) - stored)
                 ),
             ]
@@ -378,7 +379,7 @@ class Run(TaskRunner):
             self.hidden = {}
         self.values = {k: v for k, v in applied.values.items() if not plan.is_hidden(k)}
         ck_id = new_checkpoint_id()
-        targets = await self._route_from(plan.START_NODE, None)
+        targets = await self._route_from(START, None)
         frontier = plan.make_frontier(ck_id, self.ns, targets)
         ck = CheckpointRecord(
             ck_id,
@@ -407,7 +408,7 @@ class Run(TaskRunner):
         """Rewrite chained list channels as whole values (a fork starts its own chains)."""
         out = []
         for k in sorted(bases):
-            out.append(_set(k, version, values[k]))
+            out.append(set_write(k, version, values[k]))
             versions[k] = version
         return out
 
@@ -740,7 +741,7 @@ class Run(TaskRunner):
         writes = applied.writes
         versions = applied.versions
         for k, v in extra.items():
-            writes.append(_set(k, version, v))
+            writes.append(set_write(k, version, v))
             versions[k] = version
         if self.collect:  # a subgraph run keeps what it wrote to its parent's keys
             out = [[self.collect[k], v] for o in by_name for k, v in o.writes if k in self.collect]
@@ -787,7 +788,7 @@ class Run(TaskRunner):
             writes.append(ChannelWrite(key, version, "append", out, chain[0]))
             bases[key] = (chain[0], chain[1] + 1)
         else:
-            writes.append(_set(key, version, self.hidden[key]))
+            writes.append(set_write(key, version, self.hidden[key]))
             bases.pop(key, None)
         versions[key] = version
 
@@ -805,12 +806,6 @@ class Run(TaskRunner):
                     res, self.graph.nodes, f"conditional edge from {node!r}", br.path_map
                 )
         return targets
-
-
-def _set(key: str, version: int, value: Any) -> Any:
-    from checkpoints.models import ChannelWrite
-
-    return ChannelWrite(key, version, "set", value)
 
 
 def _principal_name(principal: Any) -> str | None:

@@ -9,9 +9,7 @@ from typing import Any
 from checkpoints.models import TaskId, TaskSpec
 from graphflow.builder import Branch, Edges
 from graphflow.errors import InvalidRouteError
-from graphflow.types import END, START, Send
-
-START_NODE = START
+from graphflow.types import END, Send
 
 HIDDEN_PREFIX = "__gf:"
 """Channels the engine keeps for itself (never part of the user's state)."""
