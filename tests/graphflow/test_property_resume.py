@@ -14,42 +14,30 @@ pause value, so the paused run gets the same answers the reference used.
 
 from __future__ import annotations
 
-import contextlib
 import itertools
-import operator
 import tempfile
 import threading
-import warnings
-import zlib
 from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Annotated, Any, TypedDict
+from typing import Any
 
 import anyio
 import pytest
+from _property_common import (
+    DictState,
+    ModelState,
+    answer_for,
+    as_dict,
+    crc,
+    prepare_failure_report,
+)
 from hypothesis import HealthCheck, currently_in_test_context, event, example, given, settings
 from hypothesis import strategies as st
-from pydantic import BaseModel
 
 from checkpoints import MemoryCheckpointer
 from graphflow import END, START, Send, StateGraph, interrupt
-from graphflow.reducers import append
-
-
-def _prepare_failure_report() -> None:
-    """Let hypothesis report a failing example.
-
-    On a failure its pytest plugin imports its patch writer, which imports libcst, which warns
-    (DeprecationWarning from mypy_extensions); with the project's filterwarnings=error that
-    turns the failure into an INTERNALERROR. Importing it first, warnings silenced, avoids
-    that (only on failure: the import is slow).
-    """
-    with warnings.catch_warnings(), contextlib.suppress(ImportError):
-        warnings.simplefilter("ignore")
-        import hypothesis.extra._patching  # noqa: F401
-
 
 try:  # another engineer is finishing it: skip that variant when it is not usable yet
     from checkpoints import SqliteCheckpointer
@@ -71,36 +59,6 @@ needs_sqlite = pytest.mark.skipif(SQLITE_PROBLEM is not None, reason=str(SQLITE_
 
 
 # -- state ------------------------------------------------------------------------------------
-class DictState(TypedDict):
-    log: Annotated[list[str], append]
-    x: int
-    y: int
-    total: Annotated[int, operator.add]
-
-
-class ModelState(BaseModel):
-    log: Annotated[list[str], append] = []
-    x: int = 0
-    y: int = 0
-    total: Annotated[int, operator.add] = 0
-
-
-KEYS = ("log", "x", "y", "total")
-
-
-def as_dict(state: Any) -> dict[str, Any]:
-    if isinstance(state, BaseModel):
-        return {k: getattr(state, k) for k in KEYS}
-    return {k: state[k] for k in KEYS}
-
-
-def crc(value: Any) -> int:
-    return zlib.crc32(repr(value).encode())
-
-
-def answer_for(value: dict[str, Any]) -> str:
-    """The answer a human gives to an interrupt: a pure function of the pause value."""
-    return f"ans:{value['node']}.{value['idx']}.{value['seen'] % 997}"
 
 
 # -- graph specs ------------------------------------------------------------------------------
@@ -374,7 +332,7 @@ def run_and_check(
     try:
         _run_and_check(spec, make_checkpointer, gates_in_map, fresh_graph_each_call)
     except BaseException:
-        _prepare_failure_report()
+        prepare_failure_report()
         raise
 
 

@@ -24,14 +24,11 @@ of a subgraph node; a child's checkpoint cost growing with its history).
 
 from __future__ import annotations
 
-import contextlib
 import json
 import operator
 import subprocess
 import sys
 import threading
-import warnings
-import zlib
 from collections import Counter
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
@@ -41,6 +38,14 @@ from typing import Annotated, Any, TypedDict
 import _subgraph_worker as sw
 import anyio
 import pytest
+from _property_common import (
+    DictState,
+    ModelState,
+    answer_for,
+    as_dict,
+    crc,
+    prepare_failure_report,
+)
 from hypothesis import HealthCheck, currently_in_test_context, event, given, settings
 from hypothesis import strategies as st
 from pydantic import BaseModel, Field
@@ -793,43 +798,6 @@ def test_pause_two_levels_deep_then_resume_in_a_fresh_process(tmp_path: Path) ->
 
 
 # -- property: random nestings, paused anywhere ---------------------------------------------------
-def _prepare_failure_report() -> None:
-    """Import hypothesis's patch writer with warnings silenced (see test_property_resume)."""
-    with warnings.catch_warnings(), contextlib.suppress(ImportError):
-        warnings.simplefilter("ignore")
-        import hypothesis.extra._patching  # noqa: F401
-
-
-class DictState(TypedDict):
-    log: Annotated[list[str], append]
-    x: int
-    y: int
-    total: Annotated[int, operator.add]
-
-
-class ModelState(BaseModel):
-    log: Annotated[list[str], append] = []
-    x: int = 0
-    y: int = 0
-    total: Annotated[int, operator.add] = 0
-
-
-KEYS = ("log", "x", "y", "total")
-
-
-def as_dict(state: Any) -> dict[str, Any]:
-    if isinstance(state, BaseModel):
-        return {k: getattr(state, k) for k in KEYS}
-    return {k: state[k] for k in KEYS}
-
-
-def crc(value: Any) -> int:
-    return zlib.crc32(repr(value).encode())
-
-
-def answer_for(value: dict[str, Any]) -> str:
-    """A human's answer: a pure function of the pause value."""
-    return f"ans:{value['node']}.{value['idx']}.{value['seen'] % 997}"
 
 
 @dataclass(frozen=True)
@@ -1023,7 +991,7 @@ def check_nesting(
     try:
         _check_nesting(level, make_checkpointer, gates_in_map, fresh_each_call)
     except BaseException:
-        _prepare_failure_report()
+        prepare_failure_report()
         raise
 
 
