@@ -419,8 +419,17 @@ def _commit(
         ids = upd.pending_pause_ids if upd is not None else ()
         pending = _dumps(list(ids), key="pending_pause_ids") if ids else None
     except SerializationError:
+        fenced: CheckpointError | None
         with _Txn(conn, "BEGIN"):
-            fenced = _fenced_off(conn, thread_id, owner, batch)
+            if batch.acquire_ttl is not None:  # the commit would take the lease: is it free?
+                row = conn.execute(_THREAD, (thread_id,)).fetchone()
+                rec = _thread_record(thread_id, row) if row is not None else None
+                held = rec is not None and not lease_free(
+                    rec.lease_owner, rec.lease_expires_at, owner, now()
+                )
+                fenced = LeaseHeldError(thread_id, rec.lease_owner) if held and rec else None
+            else:
+                fenced = _fenced_off(conn, thread_id, owner, batch)
         if fenced is not None:  # fencing errors come first, as in MemoryCheckpointer
             raise fenced from None
         raise

@@ -855,3 +855,28 @@ def test_damage_stops_invoke_none_of_a_running_thread(
     assert isinstance(e, CorruptCheckpointError), repr(e)
     assert "'t'" in str(e) and e.thread_id == "t"
     assert not rec.events  # b's finished work is not redone, c does not run on bad data
+
+
+@pytest.mark.parametrize("backend", ["memory", "sqlite"])
+def test_an_unstorable_input_of_a_new_thread_is_a_serialization_error(
+    tmp_path: Path, backend: str
+) -> None:
+    """The input commit takes the lease; a value it cannot store is reported as itself (naming
+    the key and type), nothing is stored, and the same thread id starts fine afterwards."""
+    from typing import TypedDict
+
+    from checkpoints import MemoryCheckpointer, SerializationError
+    from graphflow import END, START, StateGraph
+
+    class S(TypedDict):
+        x: Any
+
+    cp = MemoryCheckpointer() if backend == "memory" else SqliteCheckpointer(tmp_path / "s.db")
+    graph = (
+        StateGraph(S).add_node("a", lambda s: {"x": 1}).add_edge(START, "a").add_edge("a", END)
+    ).compile(checkpointer=cp)
+    with pytest.raises(SerializationError, match="'x'") as info:
+        graph.invoke({"x": object()}, thread_id="t")
+    assert info.value.key == "x" and info.value.type_name is not None
+    assert graph.list_threads() == [] and graph.get_state("t") is None
+    assert graph.invoke({"x": 0}, thread_id="t").state == {"x": 1}
