@@ -1111,3 +1111,19 @@ def test_random_nestings_resume_to_the_uninterrupted_state_sqlite(
         gates_in_map=gates_in_map,
         fresh_each_call=fresh_each_call,
     )
+
+
+def test_a_nested_pause_names_the_threads_checkpoint(tmp_path: Path) -> None:
+    """A pause inside a subgraph carries the root's checkpoint id, which get_state reads."""
+    leaf = StateGraph(DictState)
+    leaf.add_node("deep", lambda s: {"log": [str(interrupt("q"))]})
+    leaf.add_edge(START, "deep").add_edge("deep", END)
+    root = StateGraph(DictState).add_node("inner", leaf.compile())
+    root.add_edge(START, "inner").add_edge("inner", END)
+    graph = root.compile(checkpointer=SqliteCheckpointer(tmp_path / "n.db"))
+    result = graph.invoke({"log": [], "x": 0, "y": 0, "total": 0}, thread_id="t")
+    (pause,) = result.pauses
+    assert pause.node == "inner.deep" and pause.checkpoint_id == result.checkpoint_id
+    snapshot = graph.get_state("t", checkpoint_id=pause.checkpoint_id)
+    assert snapshot is not None and snapshot.next == ("inner",)
+    assert [p.id for p in snapshot.pauses] == [pause.id]

@@ -656,6 +656,7 @@ class Run(TaskRunner):
         created = now()
         new_pauses: list[PauseRecord] = []
         all_pauses: list[PauseRecord] = []
+        root_ck = self._root().checkpoint or ck
         for spec, req in pauses:
             pid = PauseId(self.pause_id(spec.id, req.key))
             rec = self.known_pauses.get(pid)
@@ -664,7 +665,9 @@ class Run(TaskRunner):
                     pid,
                     self.thread_id,
                     self.ns,
-                    ck.id,
+                    # The thread's checkpoint (the root's), also for a pause inside a subgraph:
+                    # it is the one get_state(checkpoint_id=...) and a fork can start from.
+                    root_ck.id,
                     spec.id,
                     self._node_path(spec.node),
                     req.kind,
