@@ -5,7 +5,10 @@ Contract shared by all backends (checked by ``tests/checkpoints/conformance.py``
 - ``commit`` is atomic: every record of a ``CommitBatch`` is durable, or none is. It is fenced
   by the lease: it raises ``LeaseLostError`` unless ``owner`` holds the thread's lease, and,
   when ``batch.check_head`` is set, ``HeadConflictError`` unless the root head equals
-  ``batch.expected_head``. A failed commit changes nothing.
+  ``batch.expected_head``. A failed commit changes nothing. With ``batch.acquire_ttl`` it
+  first takes the lease in the same transaction (``LeaseHeldError`` when a live other owner
+  holds it); with ``batch.release`` it gives the lease up in it. ``batch.durable=False``
+  allows a commit that does not wait for an fsync, for a store that keeps commits in order.
 - Values inside records are serialized with ``checkpoints.serde`` when written; a value that
   cannot be stored raises ``SerializationError`` (naming the key) and nothing is written.
 - Reads of records that cannot be decoded raise ``CorruptCheckpointError`` naming the thread

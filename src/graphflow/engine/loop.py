@@ -1,12 +1,16 @@
 """One run of a thread: take the lease, load the head, execute supersteps, commit each.
 
 The order of durable writes (DESIGN.md promises 1, 2, 7):
+0. A new input's checkpoint is written first, taking the thread's lease in the same
+   transaction (a resume takes the lease first instead); nothing runs before it.
 1. A task that finishes while siblings still run has its record (with its writes) committed
    at once; records that finish together are committed in one transaction.
-2. When the last task of a step finishes, its record, the next checkpoint, the changed channel
-   values and the thread row are committed in one transaction.
+2. When the last task of a step finishes, the next checkpoint, the changed channel values and
+   the thread's head are committed in one transaction (the records of tasks that finished
+   with the step are implied by it; a retried task's record is kept for its attempts).
 3. A step with a paused or failed task commits the records and pauses and stops; completed
    tasks are reused when the step is planned again, so they never run twice.
+4. The run's last commit gives the lease up; answers given to a resume ride on its first.
 """
 
 from __future__ import annotations
