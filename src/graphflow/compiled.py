@@ -32,13 +32,8 @@ from checkpoints.models import (
 from graphflow import _sync
 from graphflow.engine import plan
 from graphflow.engine.apply import apply_writes, set_write
-from graphflow.engine.loop import (
-    UNSET,
-    Run,
-    is_pause_map,
-    pause_from_record,
-    refuse_tool_answers,
-)
+from graphflow.engine.loop import Run
+from graphflow.engine.pauses import UNSET, is_pause_map, pause_from_record, refuse_tool_answers
 from graphflow.errors import (
     InvalidArgumentError,
     NothingToResumeError,

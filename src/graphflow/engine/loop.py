@@ -16,7 +16,6 @@ The order of durable writes (DESIGN.md promises 1, 2, 7):
 from __future__ import annotations
 
 import inspect
-import re
 import threading
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
@@ -52,7 +51,6 @@ from checkpoints.models import (
     new_checkpoint_id,
     next_version,
     now,
-    to_datetime,
 )
 from graphflow.engine import plan
 from graphflow.engine.apply import COMPACT_EVERY, apply_writes, set_write
@@ -60,6 +58,14 @@ from graphflow.engine.context import (
     EngineFault,
     PauseRequest,
     PauseSignal,
+)
+from graphflow.engine.pauses import (
+    GATE_KINDS,
+    UNSET,
+    is_pause_map,
+    pause_from_record,
+    principal_name,
+    refuse_tool_answers,
 )
 from graphflow.engine.tasks import Outcome, TaskRunner, task_group
 from graphflow.errors import (
@@ -78,40 +84,13 @@ from graphflow.errors import (
 from graphflow.types import (
     START,
     Event,
-    Pause,
     RunResult,
     Send,
-    ToolConfirmationPause,
-    ToolConfirmationRequest,
 )
 
 if TYPE_CHECKING:
     from checkpoints import Checkpointer
     from graphflow.compiled import CompiledGraph
-
-UNSET: Any = type("Unset", (), {"__repr__": lambda self: "UNSET"})()
-"""Marks an argument that was not given (``None`` is a valid resume value)."""
-
-GATE_KINDS = ("before", "after")
-
-
-def pause_from_record(rec: PauseRecord) -> Pause:
-    """The public ``Pause`` for a stored pause record."""
-    created = to_datetime(rec.created_at)
-    if rec.kind == "tool_confirmation" and isinstance(rec.value, Mapping):
-        req = rec.value.get("request")
-        request = ToolConfirmationRequest(**req) if isinstance(req, Mapping) else None
-        return ToolConfirmationPause(
-            rec.id,
-            rec.kind,
-            rec.node,
-            rec.value,
-            rec.thread_id,
-            rec.checkpoint_id,
-            created,
-            request,
-        )
-    return Pause(rec.id, rec.kind, rec.node, rec.value, rec.thread_id, rec.checkpoint_id, created)
 
 
 class Run(TaskRunner):
@@ -511,7 +490,7 @@ class Run(TaskRunner):
             )
         pending = {p.id: p for p in records}
         self.known_pauses = dict(pending)
-        by = _principal_name(self.principal)
+        by = principal_name(self.principal)
         new: list[AnswerRecord] = []
         if resume is not UNSET:
             answerable = [p for p in records if p.kind != "tool_confirmation"]
@@ -813,37 +792,3 @@ class Run(TaskRunner):
                     res, self.graph.nodes, f"conditional edge from {node!r}", br.path_map
                 )
         return targets
-
-
-def _principal_name(principal: Any) -> str | None:
-    if principal is None:
-        return None
-    if isinstance(principal, str):
-        return principal
-    return str(getattr(principal, "id", None) or getattr(principal, "name", None) or principal)
-
-
-def refuse_tool_answers(thread_id: str, pauses: Sequence[PauseRecord]) -> None:
-    """Tool confirmations are answered by ``decisions=`` (bound to call id and fingerprint,
-    and recorded), never by ``resume=``."""
-    tool = [p.id for p in pauses if p.kind == "tool_confirmation"]
-    if tool:
-        raise InvalidArgumentError(
-            f"thread {thread_id!r}: pauses {tool} are tool confirmations; answer them with "
-            "decisions={function_call_id: Decision.approve(...) or Decision.deny(...)}"
-        )
-
-
-_PAUSE_ID = re.compile(r"^[0-9a-f]{16}:\S+$")
-
-
-def is_pause_map(resume: Any) -> bool:
-    """A non-empty mapping whose keys all look like pause ids maps ids to answers.
-
-    Any other value (a dict of data included) is one answer for the single pending pause.
-    """
-    return (
-        isinstance(resume, Mapping)
-        and bool(resume)
-        and all(isinstance(k, str) and _PAUSE_ID.match(k) for k in resume)
-    )
