@@ -76,6 +76,9 @@ class SubgraphNode:
         )
         values = state if isinstance(state, Mapping) else _fields(state)
         inputs = {c: values[p] for c, p in self.inputs.items() if p in values}
+        # A Send argument may carry child keys the parent does not have: they go in as given.
+        child_keys = self.graph.schema.keys
+        inputs.update((k, v) for k, v in values.items() if k in child_keys and k not in inputs)
         return Writes(await child.run_child(inputs))
 
 

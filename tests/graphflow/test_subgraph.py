@@ -60,6 +60,7 @@ from graphflow import (
     GraphValidationError,
     NodeContext,
     NodeError,
+    Send,
     StateGraph,
     StateSnapshot,
     ToolConfirmationPause,
@@ -1127,3 +1128,20 @@ def test_a_nested_pause_names_the_threads_checkpoint(tmp_path: Path) -> None:
     snapshot = graph.get_state("t", checkpoint_id=pause.checkpoint_id)
     assert snapshot is not None and snapshot.next == ("inner",)
     assert [p.id for p in snapshot.pauses] == [pause.id]
+
+
+def test_a_send_to_a_subgraph_passes_child_only_keys() -> None:
+    """``Send(node, arg)`` to a subgraph node: keys of ``arg`` that only the child has reach it."""
+
+    class Child(TypedDict):
+        item: str
+        log: Annotated[list[str], append]
+
+    child = StateGraph(Child).add_node("work", lambda s: {"log": [f"did {s['item']}"]})
+    child.add_edge(START, "work").add_edge("work", END)
+    parent = StateGraph(DictState).add_node("each", child.compile())
+    parent.add_conditional_edges(START, lambda s: [Send("each", {"item": i}) for i in "ab"])
+    parent.add_edge("each", END)
+    graph = parent.compile(checkpointer=MemoryCheckpointer())
+    result = graph.invoke({"log": [], "x": 0, "y": 0, "total": 0}, thread_id="t")
+    assert result.state["log"] == ["did a", "did b"]
