@@ -10,6 +10,8 @@ from types import TracebackType
 from typing import Any, TypeVar
 
 from checkpoints import serde
+from checkpoints._decode import load_value as _load
+from checkpoints._decode import missing_channel as _missing
 from checkpoints.errors import (
     CheckpointError,
     CorruptCheckpointError,
@@ -174,17 +176,6 @@ def _is_damage(exc: sqlite3.DatabaseError) -> bool:
     return code & 0xFF in (11, 26) or str(exc).startswith(("no such table", "no such column"))
 
 
-def _load(blob: bytes, thread_id: str, checkpoint_id: str | None, what: str) -> Any:
-    try:
-        return serde.loads(blob)
-    except CorruptCheckpointError as e:
-        raise CorruptCheckpointError(
-            f"cannot decode {what} of thread {thread_id!r} checkpoint {checkpoint_id!r}: {e}",
-            thread_id=thread_id,
-            checkpoint_id=checkpoint_id,
-        ) from e
-
-
 def _bad_shape(
     thread_id: str, checkpoint_id: str | None, what: str, e: Exception
 ) -> CorruptCheckpointError:
@@ -193,14 +184,6 @@ def _bad_shape(
         f"{what} of thread {thread_id!r} checkpoint {checkpoint_id!r} has an invalid shape: {e}",
         thread_id=thread_id,
         checkpoint_id=checkpoint_id,
-    )
-
-
-def _missing(thread_id: str, channel: str, version: int) -> CorruptCheckpointError:
-    return CorruptCheckpointError(
-        f"thread {thread_id!r}: stored value of channel {channel!r} at version {version} is "
-        "missing",
-        thread_id=thread_id,
     )
 
 

@@ -13,6 +13,8 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from checkpoints import serde
+from checkpoints._decode import load_value as _load
+from checkpoints._decode import missing_channel as _missing
 from checkpoints.errors import (
     CorruptCheckpointError,
     HeadConflictError,
@@ -42,17 +44,6 @@ from checkpoints.models import (
 
 def _dump(value: Any, key: str) -> bytes:
     return serde.dumps(value, key=key)
-
-
-def _load(blob: bytes, thread_id: str, checkpoint_id: str | None, what: str) -> Any:
-    try:
-        return serde.loads(blob)
-    except CorruptCheckpointError as e:
-        raise CorruptCheckpointError(
-            f"cannot decode {what} of thread {thread_id!r} checkpoint {checkpoint_id!r}: {e}",
-            thread_id=thread_id,
-            checkpoint_id=checkpoint_id,
-        ) from e
 
 
 class MemoryCheckpointer:
@@ -355,14 +346,6 @@ class MemoryCheckpointer:
             return None
         rec, blob = found
         return dataclasses.replace(rec, result=_load(blob, thread_id, None, "tool result"))
-
-
-def _missing(thread_id: str, channel: str, version: int) -> CorruptCheckpointError:
-    return CorruptCheckpointError(
-        f"thread {thread_id!r}: stored value of channel {channel!r} at version {version} is "
-        "missing",
-        thread_id=thread_id,
-    )
 
 
 __all__ = ["MemoryCheckpointer"]

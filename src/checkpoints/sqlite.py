@@ -43,6 +43,7 @@ import anyio
 import anyio.to_thread
 
 from checkpoints import migrations
+from checkpoints._decode import load_value as _load
 from checkpoints._sqlite_sql import (
     _CKPT,
     _DECISION,
@@ -57,7 +58,6 @@ from checkpoints._sqlite_sql import (
     _commit,
     _dumps,
     _is_damage,
-    _load,
     _pause,
     _take_lease,
     _thread_record,
