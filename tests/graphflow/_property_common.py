@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import contextlib
 import operator
+import threading
 import warnings
 import zlib
+from collections import Counter
 from typing import Annotated, Any, TypedDict
 
 from pydantic import BaseModel
@@ -56,3 +58,19 @@ def crc(value: Any) -> int:
 def answer_for(value: dict[str, Any]) -> str:
     """The answer a human gives to an interrupt: a pure function of the pause value."""
     return f"ans:{value['node']}.{value['idx']}.{value['seen'] % 997}"
+
+
+class Tracker:
+    """Every execution: (invoke call, task id, node or dotted path, event, state digest)."""
+
+    def __init__(self) -> None:
+        self.call = 0
+        self.events: list[tuple[int, str, str, str, int]] = []
+        self._lock = threading.Lock()
+
+    def add(self, task_id: str, node: str, event: str, seen: int) -> None:
+        with self._lock:
+            self.events.append((self.call, task_id, node, event, seen))
+
+    def starts(self) -> Counter[str]:
+        return Counter(node for _, _, node, ev, _ in self.events if ev == "start")

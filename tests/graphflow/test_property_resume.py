@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import itertools
 import tempfile
-import threading
 from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -28,6 +27,7 @@ import pytest
 from _property_common import (
     DictState,
     ModelState,
+    Tracker,
     answer_for,
     as_dict,
     crc,
@@ -169,20 +169,6 @@ def graph_specs(draw: st.DrawFn, *, max_interrupts: int = 2, max_blocks: int = 3
 
 
 # -- running ----------------------------------------------------------------------------------
-class Tracker:
-    """Every execution of every node: (invoke call, task id, node, event, state digest)."""
-
-    def __init__(self) -> None:
-        self.call = 0
-        self.events: list[tuple[int, str, str, str, int]] = []
-        self._lock = threading.Lock()
-
-    def add(self, task_id: str, node: str, event: str, seen: int) -> None:
-        with self._lock:
-            self.events.append((self.call, task_id, node, event, seen))
-
-    def starts(self) -> Counter[str]:
-        return Counter(node for _, _, node, ev, _ in self.events if ev == "start")
 
 
 def make_fn(cfg: NodeCfg, ask: Callable[[Any], Any], tracker: Tracker) -> Callable[..., Any]:

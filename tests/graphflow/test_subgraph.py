@@ -41,6 +41,7 @@ import pytest
 from _property_common import (
     DictState,
     ModelState,
+    Tracker,
     answer_for,
     as_dict,
     crc,
@@ -895,22 +896,6 @@ def depth_of(level: Level) -> int:
         (1 + depth_of(e.level) for s in level.steps for e in s if isinstance(e, PSub)),
         default=0,
     )
-
-
-class Tracker:
-    """Every execution: (invoke call, task id, dotted path, event, state digest)."""
-
-    def __init__(self) -> None:
-        self.call = 0
-        self.events: list[tuple[int, str, str, str, int]] = []
-        self._lock = threading.Lock()
-
-    def add(self, task_id: str, path: str, ev: str, seen: int) -> None:
-        with self._lock:
-            self.events.append((self.call, task_id, path, ev, seen))
-
-    def starts(self) -> Counter[str]:
-        return Counter(path for _, _, path, ev, _ in self.events if ev == "start")
 
 
 def make_fn(cfg: PNode, ask: Callable[[Any], Any], tracker: Tracker) -> Callable[..., Any]:
