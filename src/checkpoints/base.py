@@ -31,6 +31,7 @@ from checkpoints.models import (
     DispatchRecord,
     PauseId,
     PauseRecord,
+    ResumePoint,
     TaskId,
     TaskRecord,
     ThreadId,
@@ -78,6 +79,20 @@ class Checkpointer(Protocol):
 
     async def release_lease(self, thread_id: ThreadId, owner: str) -> None:
         """Give the lease up if ``owner`` holds it; otherwise do nothing."""
+        ...
+
+    async def resume_thread(
+        self, thread_id: ThreadId, owner: str, ttl: float, *, graph_name: str | None = None
+    ) -> ResumePoint | None:
+        """Take the lease of an existing thread and read what resuming it needs, atomically.
+
+        ``None`` (and no lease taken) when the thread does not exist or has no checkpoint;
+        ``LeaseHeldError`` as ``acquire_lease``; ``CorruptCheckpointError`` when its head
+        checkpoint is missing or a record cannot be decoded, and then the lease is not taken.
+        The same as ``acquire_lease`` followed by ``get_checkpoint``, ``load_channels``,
+        ``get_pauses`` (the pending ones), ``load_answers``, ``load_tasks`` and ``load_memos``
+        of the head, in one call (one transaction where the backend has them).
+        """
         ...
 
     async def list_threads(self, status: ThreadStatus | None = None) -> list[ThreadInfo]:

@@ -32,6 +32,7 @@ from checkpoints.models import (
     DispatchRecord,
     PauseId,
     PauseRecord,
+    ResumePoint,
     TaskId,
     TaskRecord,
     ThreadId,
@@ -100,6 +101,34 @@ class MemoryCheckpointer:
         if rec is not None and rec.lease_owner == owner:
             rec.lease_owner = None
             rec.lease_expires_at = None
+
+    async def resume_thread(
+        self, thread_id: ThreadId, owner: str, ttl: float, *, graph_name: str | None = None
+    ) -> ResumePoint | None:
+        rec = self._threads.get(thread_id)
+        if rec is None or rec.head is None:
+            return None
+        if not lease_free(rec.lease_owner, rec.lease_expires_at, owner, now()):
+            raise LeaseHeldError(thread_id, rec.lease_owner)
+        ck = await self.get_checkpoint(thread_id, "", rec.head)
+        if ck is None:
+            raise CorruptCheckpointError(
+                f"thread {thread_id!r}: head checkpoint {rec.head!r} is missing",
+                thread_id=thread_id,
+                checkpoint_id=rec.head,
+            )
+        point = ResumePoint(
+            rec,
+            ck,
+            await self.load_channels(thread_id, "", ck.channel_versions, ck.channel_bases),
+            await self.get_pauses(thread_id, rec.pending_pause_ids),
+            await self.load_answers(thread_id),
+            await self.load_tasks(thread_id, "", ck.id),
+            await self.load_memos(thread_id, "", ck.id),
+        )
+        # Taken last: a read that fails leaves the lease as it was.
+        point.thread = await self.acquire_lease(thread_id, owner, ttl, graph_name=graph_name)
+        return point
 
     async def list_threads(self, status: ThreadStatus | None = None) -> list[ThreadInfo]:
         recs = [r for r in self._threads.values() if status is None or r.status == status]

@@ -243,6 +243,24 @@ class ThreadRecord:
 
 
 @dataclass(slots=True)
+class ResumePoint:
+    """What resuming a thread needs, read with its lease taken (``Checkpointer.resume_thread``).
+
+    ``checkpoint`` is the thread head (root namespace); ``channels`` its state values;
+    ``pauses`` the records of the thread's pending pauses that exist; ``answers`` the latest
+    answer per pause of the thread; ``tasks`` and ``memos`` those of the head checkpoint.
+    """
+
+    thread: ThreadRecord
+    checkpoint: CheckpointRecord
+    channels: dict[str, Any]
+    pauses: list[PauseRecord]
+    answers: dict[PauseId, AnswerRecord]
+    tasks: dict[TaskId, TaskRecord]
+    memos: dict[TaskId, dict[str, Any]]
+
+
+@dataclass(slots=True)
 class ThreadInfo:
     """What ``list_threads`` reports of a thread.
 

@@ -44,6 +44,14 @@ import anyio.to_thread
 
 from checkpoints import migrations
 from checkpoints._decode import load_value as _load
+from checkpoints._sqlite_read import (
+    read_answers,
+    read_channels,
+    read_checkpoint,
+    read_memos,
+    read_pauses,
+    read_tasks,
+)
 from checkpoints._sqlite_sql import (
     _CKPT,
     _DECISION,
@@ -52,8 +60,6 @@ from checkpoints._sqlite_sql import (
     _INSERT_ANSWER,
     _PAUSE,
     _THREAD,
-    _bad_shape,
-    _channel,
     _checkpoint,
     _commit,
     _dumps,
@@ -80,6 +86,7 @@ from checkpoints.models import (
     DispatchRecord,
     PauseId,
     PauseRecord,
+    ResumePoint,
     TaskId,
     TaskRecord,
     ThreadId,
@@ -272,6 +279,32 @@ class SqliteCheckpointer:
 
         await self._run(thread_id, run)
 
+    async def resume_thread(
+        self, thread_id: ThreadId, owner: str, ttl: float, *, graph_name: str | None = None
+    ) -> ResumePoint | None:
+        """Take the lease of an existing thread and read what resuming it needs, in one
+        transaction (see ``Checkpointer.resume_thread``)."""
+
+        def run(conn: sqlite3.Connection) -> ResumePoint | None:
+            with self._lease_txn(conn):  # an error rolls the lease back
+                row = conn.execute(_THREAD, (thread_id,)).fetchone()
+                if row is None or row[1] is None:
+                    return None
+                thread = _take_lease(conn, thread_id, owner, ttl, graph_name)
+                ck = read_checkpoint(conn, thread_id, "", None)
+                assert ck is not None  # the head exists (or read_checkpoint raised)
+                return ResumePoint(
+                    thread,
+                    ck,
+                    read_channels(conn, thread_id, "", ck.channel_versions, ck.channel_bases),
+                    read_pauses(conn, thread_id, thread.pending_pause_ids),
+                    read_answers(conn, thread_id, None),
+                    read_tasks(conn, thread_id, "", ck.id),
+                    read_memos(conn, thread_id, "", ck.id),
+                )
+
+        return await self._run(thread_id, run)
+
     async def list_threads(self, status: ThreadStatus | None = None) -> list[ThreadInfo]:
         """Threads, most recently updated first (by status: a range of the status index)."""
 
@@ -300,35 +333,9 @@ class SqliteCheckpointer:
         A head whose checkpoint row is missing raises ``CorruptCheckpointError``: the thread
         is not mistaken for a new one.
         """
-
-        def run(conn: sqlite3.Connection) -> CheckpointRecord | None:
-            key = (thread_id, ns)
-            if checkpoint_id is not None:
-                sql = _CKPT + " WHERE thread_id = ? AND ns = ? AND id = ?"
-                row = conn.execute(sql, (*key, checkpoint_id)).fetchone()
-            elif ns != "":
-                sql = _CKPT + " WHERE thread_id = ? AND ns = ? ORDER BY id DESC LIMIT 1"
-                row = conn.execute(sql, key).fetchone()
-            else:  # the root's newest is the thread head
-                sql = (
-                    "SELECT t.head, c.id, c.parent_id, c.step, c.source, c.channel_versions,"
-                    " c.channel_bases, c.body, c.created_at FROM gf_threads t LEFT JOIN"
-                    " gf_checkpoints c ON c.thread_id = t.thread_id AND c.ns = '' AND c.id = t.head"
-                    " WHERE t.thread_id = ?"
-                )
-                found = conn.execute(sql, (thread_id,)).fetchone()
-                if found is None or found[0] is None:
-                    return None
-                if found[1] is None:  # a head without its checkpoint: never guess
-                    raise CorruptCheckpointError(
-                        f"thread {thread_id!r}: head checkpoint {found[0]!r} is missing",
-                        thread_id=thread_id,
-                        checkpoint_id=found[0],
-                    )
-                row = found[1:]
-            return _checkpoint(thread_id, ns, row) if row is not None else None
-
-        return await self._run(thread_id, run)
+        return await self._run(
+            thread_id, lambda conn: read_checkpoint(conn, thread_id, ns, checkpoint_id)
+        )
 
     async def list_checkpoints(
         self, thread_id: ThreadId, ns: str = "", *, limit: int | None = None
@@ -356,10 +363,7 @@ class SqliteCheckpointer:
 
         def run(conn: sqlite3.Connection) -> dict[str, Any]:
             with _Txn(conn, "BEGIN"):
-                return {
-                    channel: _channel(conn, thread_id, ns, channel, version, bases.get(channel))
-                    for channel, version in versions.items()
-                }
+                return read_channels(conn, thread_id, ns, versions, bases)
 
         return await self._run(thread_id, run)
 
@@ -367,50 +371,17 @@ class SqliteCheckpointer:
         self, thread_id: ThreadId, ns: str, checkpoint_id: CheckpointId
     ) -> dict[TaskId, TaskRecord]:
         """Task records of one checkpoint, by task id, in the order first written."""
-
-        def run(conn: sqlite3.Connection) -> dict[TaskId, TaskRecord]:
-            rows = conn.execute(
-                "SELECT task_id, node, status, attempts, started_at, ended_at, error, body"
-                " FROM gf_tasks WHERE thread_id = ? AND ns = ? AND checkpoint_id = ?"
-                " ORDER BY rowid",
-                (thread_id, ns, checkpoint_id),
-            ).fetchall()
-            out: dict[TaskId, TaskRecord] = {}
-            for tid, node, status, attempts, started, ended, error, body in rows:
-                what = f"task {node!r}"
-                try:
-                    writes, routes = (
-                        (None, None) if body is None
-                        else _load(body, thread_id, checkpoint_id, what)
-                    )  # fmt: skip
-                except (TypeError, ValueError) as e:
-                    raise _bad_shape(thread_id, checkpoint_id, what, e) from e
-                out[tid] = TaskRecord(
-                    checkpoint_id, tid, node, status, attempts, started, ended, error, writes,
-                    routes,
-                )  # fmt: skip
-            return out
-
-        return await self._run(thread_id, run)
+        return await self._run(
+            thread_id, lambda conn: read_tasks(conn, thread_id, ns, checkpoint_id)
+        )
 
     async def load_memos(
         self, thread_id: ThreadId, ns: str, checkpoint_id: CheckpointId
     ) -> dict[TaskId, dict[str, Any]]:
         """Memoized step results of one checkpoint's tasks: task id -> key -> value."""
-
-        def run(conn: sqlite3.Connection) -> dict[TaskId, dict[str, Any]]:
-            rows = conn.execute(
-                "SELECT task_id, key, value FROM gf_memos WHERE thread_id = ? AND ns = ?"
-                " AND checkpoint_id = ? ORDER BY rowid",
-                (thread_id, ns, checkpoint_id),
-            ).fetchall()
-            out: dict[TaskId, dict[str, Any]] = {}
-            for tid, key, blob in rows:
-                value = _load(blob, thread_id, checkpoint_id, f"step {key!r}")
-                out.setdefault(tid, {})[key] = value
-            return out
-
-        return await self._run(thread_id, run)
+        return await self._run(
+            thread_id, lambda conn: read_memos(conn, thread_id, ns, checkpoint_id)
+        )
 
     # -- pauses and answers ------------------------------------------------------------
     async def get_pauses(
@@ -419,10 +390,8 @@ class SqliteCheckpointer:
         """Pause records by id, in the order asked; unknown ids are left out."""
 
         def run(conn: sqlite3.Connection) -> list[PauseRecord]:
-            sql = _PAUSE + " WHERE thread_id = ? AND id = ?"
             with _Txn(conn, "BEGIN"):
-                rows = [conn.execute(sql, (thread_id, p)).fetchone() for p in pause_ids]
-            return [_pause(thread_id, r) for r in rows if r is not None]
+                return read_pauses(conn, thread_id, pause_ids)
 
         return await self._run(thread_id, run)
 
@@ -454,22 +423,8 @@ class SqliteCheckpointer:
         self, thread_id: ThreadId, pause_ids: Sequence[PauseId] | None = None
     ) -> dict[PauseId, AnswerRecord]:
         """The latest answer per pause (all pauses of the thread when ``pause_ids`` is None)."""
-        wanted = set(pause_ids) if pause_ids is not None else None
-
-        def run(conn: sqlite3.Connection) -> dict[PauseId, AnswerRecord]:
-            rows = conn.execute(
-                "SELECT pause_id, value, by, reason, created_at FROM gf_answers"
-                " WHERE thread_id = ? ORDER BY seq",
-                (thread_id,),
-            ).fetchall()
-            out: dict[PauseId, AnswerRecord] = {}
-            for pid, blob, by, reason, created in rows:  # oldest first: the latest wins
-                if wanted is None or pid in wanted:
-                    value = _load(blob, thread_id, None, f"answer to {pid!r}")
-                    out[pid] = AnswerRecord(pid, thread_id, value, by, reason, created)
-            return out
-
-        return await self._run(thread_id, run)
+        wanted = {str(p) for p in pause_ids} if pause_ids is not None else None
+        return await self._run(thread_id, lambda conn: read_answers(conn, thread_id, wanted))
 
     # -- decisions and dispatch ------------------------------------------------------------
     async def put_decisions(self, decisions: Sequence[DecisionRecord]) -> None:

@@ -836,6 +836,55 @@ async def check_commit_takes_and_gives_up_the_lease(make: Factory) -> None:
         await cp.commit(T1, "me", CommitBatch())
 
 
+async def check_resume_thread(make: Factory) -> None:
+    """``resume_thread`` takes the lease of an existing thread and returns what the separate
+    reads return; nothing for a thread without a checkpoint; a live holder keeps its lease."""
+    cp = make()
+    await cp.setup()
+    me = new_owner()
+    assert await cp.resume_thread(T1, me, 60.0) is None
+    assert await cp.get_thread(T1) is None  # not created
+    await cp.acquire_lease(T1, REMOTE, 60.0)  # a thread row without a checkpoint
+    assert await cp.resume_thread(T1, me, 60.0) is None
+    rec = await cp.get_thread(T1)
+    assert rec is not None and rec.lease_owner == REMOTE
+
+    cp, owner = await leased(make)
+    first = step_batch(None, {"good": [0]})
+    await cp.commit(T1, owner, first)
+    assert first.checkpoint is not None
+    batch = full_batch(first.checkpoint.id)
+    await cp.commit(T1, owner, batch)
+    head = batch.checkpoint
+    assert head is not None
+    with pytest.raises(LeaseHeldError) as held:
+        await cp.resume_thread(T1, me, 60.0)  # the owner is alive
+    assert held.value.owner == owner
+    await cp.release_lease(T1, owner)
+
+    point = await cp.resume_thread(T1, me, 60.0, graph_name="ignored")
+    assert point is not None
+    thread = await cp.get_thread(T1)
+    assert thread is not None and thread.lease_owner == me and thread.graph_name == "renamed"
+    assert point.thread == thread
+    assert point.checkpoint == await cp.get_checkpoint(T1) == head
+    versions, bases = head.channel_versions, head.channel_bases
+    assert point.channels == await cp.load_channels(T1, "", versions, bases)
+    assert point.channels["good"] == [1, 2, 3]
+    assert point.pauses == await cp.get_pauses(T1, thread.pending_pause_ids)
+    assert [p.id for p in point.pauses] == ["p1"]
+    assert point.answers == await cp.load_answers(T1)
+    assert list(point.answers) == ["p0"]
+    assert point.tasks == await cp.load_tasks(T1, "", head.id)
+    memos = {"task-1": {"llm": {"answer": 42}}}
+    assert point.memos == await cp.load_memos(T1, "", head.id) == memos
+    again = await cp.resume_thread(T1, me, 90.0)  # its own lease: taken again, extended
+    assert again is not None and again.thread.lease_owner == me
+    assert again.thread.lease_expires_at is not None
+    assert point.thread.lease_expires_at is not None
+    assert again.thread.lease_expires_at > point.thread.lease_expires_at
+
+
 CHECKS: list[Check] = [
     check_lease_acquire_renew_release,
     check_lease_held_by_live_owner,
@@ -854,5 +903,6 @@ CHECKS: list[Check] = [
     check_dispatch_claim_once,
     check_list_threads,
     check_commit_takes_and_gives_up_the_lease,
+    check_resume_thread,
 ]
 """Every check, in a stable order (test ids are the function names)."""

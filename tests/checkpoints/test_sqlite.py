@@ -644,11 +644,22 @@ async def test_deleted_rows(cp: SqliteCheckpointer, path: Path) -> None:
     await raw(path, "DELETE FROM gf_channels WHERE channel = 'counter'")
     with pytest.raises(CorruptCheckpointError, match="'counter'"):
         await cp.load_channels(T1, "", {"counter": ck.channel_versions["counter"]}, {})
+    # resume_thread reads them in the transaction that takes the lease: not taken.
+    await cp.release_lease(T1, _owner)
+    with pytest.raises(CorruptCheckpointError, match="'msgs'|'counter'"):
+        await cp.resume_thread(T1, new_owner(), 60.0)
+    th = await cp.get_thread(T1)
+    assert th is not None and th.lease_owner is None
     # The head checkpoint itself: reported, not taken for a new thread.
     await raw(path, "DELETE FROM gf_checkpoints WHERE id = ?", (head,))
     with pytest.raises(CorruptCheckpointError) as err:
         await cp.get_checkpoint(T1)
     assert (err.value.thread_id, err.value.checkpoint_id) == (T1, head)
+    with pytest.raises(CorruptCheckpointError) as err:
+        await cp.resume_thread(T1, new_owner(), 60.0)
+    assert (err.value.thread_id, err.value.checkpoint_id) == (T1, head)
+    th = await cp.get_thread(T1)
+    assert th is not None and th.lease_owner is None
 
 
 @pytest.mark.anyio

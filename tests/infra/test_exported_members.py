@@ -43,9 +43,9 @@ EXPECTED = {
         "AnswerRecord", "ChannelWrite", "CheckpointError", "CheckpointRecord", "Checkpointer",
         "CommitBatch", "CorruptCheckpointError", "DecisionRecord", "DispatchConflictError",
         "DispatchRecord", "HeadConflictError", "LeaseHeldError", "LeaseLostError", "MemoRecord",
-        "MemoryCheckpointer", "PauseRecord", "SchemaVersionError", "SerializationError",
-        "SqliteCheckpointer", "TaskRecord", "TaskSpec", "ThreadInfo", "ThreadNotFoundError",
-        "ThreadRecord", "ThreadUpdate",
+        "MemoryCheckpointer", "PauseRecord", "ResumePoint", "SchemaVersionError",
+        "SerializationError", "SqliteCheckpointer", "TaskRecord", "TaskSpec", "ThreadInfo",
+        "ThreadNotFoundError", "ThreadRecord", "ThreadUpdate",
     ],
 }
 

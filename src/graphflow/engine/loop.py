@@ -41,6 +41,7 @@ from checkpoints.models import (
     MemoRecord,
     PauseId,
     PauseRecord,
+    ResumePoint,
     TaskId,
     TaskRecord,
     TaskSpec,
@@ -59,6 +60,7 @@ from graphflow.engine.context import (
     PauseRequest,
     PauseSignal,
 )
+from graphflow.engine.keeper import keeper
 from graphflow.engine.pauses import (
     GATE_KINDS,
     UNSET,
@@ -67,7 +69,7 @@ from graphflow.engine.pauses import (
     principal_name,
     refuse_tool_answers,
 )
-from graphflow.engine.tasks import Outcome, TaskRunner, task_group
+from graphflow.engine.tasks import Outcome, TaskRunner
 from graphflow.errors import (
     AmbiguousResumeError,
     GraphflowError,
@@ -138,6 +140,13 @@ class Run(TaskRunner):
         self._lease_on_commit = False  # the next commit takes the lease (a new input)
         self._released = False  # the run's last commit gave the lease up
         self._pending_answers: list[AnswerRecord] = []  # go with the run's first commit
+        # What ``resume_thread`` read, until used (a resumed run of the root namespace).
+        self._pre_head: CheckpointRecord | None = None
+        self._pre_pauses: list[PauseRecord] | None = None
+        self._pre_answers: dict[PauseId, AnswerRecord] | None = None
+        self._pre_step: (
+            tuple[str, dict[TaskId, TaskRecord], dict[TaskId, dict[str, Any]]] | None
+        ) = None
         self._running = 0
         self._flush_lock = anyio.Lock()
 
@@ -214,14 +223,25 @@ class Run(TaskRunner):
             self.graph._check_resumable()
             return await self._execute(input, resume, checkpoint_id)
         await self.graph._ensure_setup(self.thread_id)
+        keeper().start()
         if input is None:
-            existing = await store.get_thread(self.thread_id)
-            if existing is None or existing.head is None:
-                raise ThreadNotFoundError(self.thread_id)
+            ttl, name = self.graph.lease_ttl, self.graph.name
             try:
-                self.thread = await store.acquire_lease(
-                    self.thread_id, self.owner, self.graph.lease_ttl, graph_name=self.graph.name
-                )
+                if checkpoint_id is None:
+                    # The lease and everything the resumed step reads, in one transaction.
+                    point = await store.resume_thread(
+                        self.thread_id, self.owner, ttl, graph_name=name
+                    )
+                    if point is None:
+                        raise ThreadNotFoundError(self.thread_id)
+                    self._preload(point)
+                else:
+                    existing = await store.get_thread(self.thread_id)
+                    if existing is None or existing.head is None:
+                        raise ThreadNotFoundError(self.thread_id)
+                    self.thread = await store.acquire_lease(
+                        self.thread_id, self.owner, ttl, graph_name=name
+                    )
             except LeaseHeldError as e:
                 raise ThreadBusyError(self.thread_id, e.owner) from e
         else:
@@ -230,20 +250,14 @@ class Run(TaskRunner):
             # here), which saves a separate fsync'd commit.
             self.thread = await store.get_thread(self.thread_id)
             self._lease_on_commit = True
-        result: RunResult | None = None
+        held = keeper().hold(store, self.thread_id, self.owner, self.graph.lease_ttl)
         try:
-            async with task_group() as tg:
-                tg.start_soon(self._heartbeat)
-                try:
-                    result = await self._execute(input, resume, checkpoint_id)
-                finally:
-                    tg.cancel_scope.cancel()
+            return await self._execute(input, resume, checkpoint_id)
         finally:
+            keeper().drop(held)
             if not self._released:  # (a no-op when this run never got the lease)
                 with anyio.CancelScope(shield=True):
                     await store.release_lease(self.thread_id, self.owner)
-        assert result is not None
-        return result
 
     async def run_child(self, input_values: Mapping[str, Any]) -> list[tuple[str, Any]]:
         """Run this subgraph run inside its parent's task; return its writes to parent keys.
@@ -263,23 +277,15 @@ class Run(TaskRunner):
         await self._loop(fresh=head is None)
         return [(k, v) for k, v in self.hidden.get(plan.OUT_KEY, [])]
 
-    async def _heartbeat(self) -> None:
-        assert self.store is not None
-        ttl = self.graph.lease_ttl
-        while True:
-            await anyio.sleep(ttl / 3)
-            try:
-                await self.store.renew_lease(self.thread_id, self.owner, ttl)
-            except LeaseLostError:
-                return
-
     async def _execute(self, input: Any, resume: Any, checkpoint_id: str | None) -> RunResult:
         store = self.store
         thread = self.thread
         head: CheckpointRecord | None = None
         if store is not None and thread is not None:
             ck_id = checkpoint_id or thread.head
-            if ck_id is not None:
+            if self._pre_head is not None:
+                head, self._pre_head = self._pre_head, None
+            elif ck_id is not None:
                 head = await store.get_checkpoint(self.thread_id, self.ns, CheckpointId(ck_id))
                 if head is None and checkpoint_id is None:
                     raise CorruptCheckpointError(
@@ -312,11 +318,23 @@ class Run(TaskRunner):
                     return early
         return await self._loop(fresh=input is not None or forking)
 
+    def _preload(self, point: ResumePoint) -> None:
+        """Keep what ``resume_thread`` read for the resumed step (each piece used once)."""
+        self.thread = point.thread
+        self._pre_head = point.checkpoint
+        self._set_values(point.channels)
+        self._pre_pauses = point.pauses
+        self._pre_answers = point.answers
+        self._pre_step = (point.checkpoint.id, point.tasks, point.memos)
+
     async def _load_values(self, ck: CheckpointRecord) -> None:
         assert self.store is not None
         vals = await self.store.load_channels(
             self.thread_id, self.ns, ck.channel_versions, ck.channel_bases
         )
+        self._set_values(vals)
+
+    def _set_values(self, vals: dict[str, Any]) -> None:
         self.hidden = {k: vals.pop(k) for k in list(vals) if plan.is_hidden(k)}
         self.values = vals
 
@@ -480,7 +498,11 @@ class Run(TaskRunner):
             if resume is not UNSET or self.decisions:
                 raise NothingToResumeError(self.thread_id)
             return None
-        records = await self.store.get_pauses(self.thread_id, [PauseId(p) for p in pending_ids])
+        if self._pre_pauses is not None:
+            records, self._pre_pauses = self._pre_pauses, None
+        else:
+            ids = [PauseId(p) for p in pending_ids]
+            records = await self.store.get_pauses(self.thread_id, ids)
         missing = sorted(set(pending_ids) - {p.id for p in records})
         if missing:
             raise CorruptCheckpointError(
@@ -533,7 +555,11 @@ class Run(TaskRunner):
         included); return the ids of every answered pause of the thread (nested ones too)."""
         assert self.store is not None and self.checkpoint is not None
         tasks = {t.id for t in self.checkpoint.frontier}
-        stored = {k: a.value for k, a in (await self.store.load_answers(self.thread_id)).items()}
+        if self._pre_answers is not None:
+            found, self._pre_answers = self._pre_answers, None
+        else:
+            found = await self.store.load_answers(self.thread_id)
+        stored = {k: a.value for k, a in found.items()}
         root = self._root()
         stored.update((a.pause_id, a.value) for a in root._pending_answers)  # not yet written
         self.answers = {k: v for k, v in stored.items() if k.partition(":")[0] in tasks}
@@ -583,8 +609,12 @@ class Run(TaskRunner):
         records: Mapping[TaskId, TaskRecord] = {}
         memos: Mapping[TaskId, dict[str, Any]] = {}
         if resumed and self.store is not None:
-            records = await self.store.load_tasks(self.thread_id, self.ns, ck.id)
-            memos = await self.store.load_memos(self.thread_id, self.ns, ck.id)
+            pre, self._pre_step = self._pre_step, None
+            if pre is not None and pre[0] == ck.id:
+                records, memos = pre[1], pre[2]
+            else:
+                records = await self.store.load_tasks(self.thread_id, self.ns, ck.id)
+                memos = await self.store.load_memos(self.thread_id, self.ns, ck.id)
             if not self.answers:
                 await self._load_answers()
         outcomes: dict[TaskId, Outcome] = {}

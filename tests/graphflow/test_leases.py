@@ -1,0 +1,154 @@
+"""A run keeps its thread's lease for as long as it runs (DESIGN.md promise 3).
+
+Renewals come from the lease keeper's thread, so a sync node that runs inline on the event
+loop (the sync API's single-task steps) keeps the lease however long it works.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from pathlib import Path
+from typing import Any, TypedDict
+
+import anyio
+import pytest
+
+from checkpoints import MemoryCheckpointer, SqliteCheckpointer
+from checkpoints.errors import LeaseHeldError
+from checkpoints.models import ThreadId
+from graphflow import END, START, NodeError, StateGraph
+from graphflow.engine.keeper import LeaseKeeper, keeper
+
+
+class S(TypedDict):
+    n: int
+
+
+def _try_to_take(path: Path, thread_id: str) -> str:
+    """Another runner's attempt at the lease, through its own connection and event loop."""
+    other = SqliteCheckpointer(path)
+    out: list[str] = []
+
+    def attempt() -> None:
+        async def go() -> None:
+            try:
+                await other.acquire_lease(ThreadId(thread_id), "elsewhere:1:x", 60.0)
+                out.append("taken")
+            except LeaseHeldError:
+                out.append("busy")
+            finally:
+                await other.close()
+
+        anyio.run(go)
+
+    t = threading.Thread(target=attempt)
+    t.start()
+    t.join()
+    return out[0]
+
+
+def test_a_sync_node_longer_than_the_ttl_keeps_the_lease(tmp_path: Path) -> None:
+    db = tmp_path / "store.db"
+    seen: list[str] = []
+
+    def slow(state: S) -> dict[str, Any]:
+        time.sleep(1.5)  # 5 TTLs, blocking the event loop's thread the whole time
+        seen.append(_try_to_take(db, "t"))
+        return {"n": state["n"] + 1}
+
+    b = StateGraph(S)
+    b.add_node("slow", slow)
+    b.add_edge(START, "slow")
+    b.add_edge("slow", END)
+    graph = b.compile(checkpointer=SqliteCheckpointer(db), lease_ttl=0.3)
+    result = graph.invoke({"n": 0}, thread_id="t")
+    assert result.status == "done" and result.state["n"] == 1
+    assert seen == ["busy"]
+    assert _try_to_take(db, "t") == "taken"  # the run's last commit gave it up
+    assert keeper().held() == 0
+
+
+def test_runs_stop_being_kept_when_they_end_even_by_failing() -> None:
+    def boom(state: S) -> dict[str, Any]:
+        raise ValueError("no")
+
+    b = StateGraph(S)
+    b.add_node("boom", boom)
+    b.add_edge(START, "boom")
+    b.add_edge("boom", END)
+    graph = b.compile(checkpointer=MemoryCheckpointer())
+    with pytest.raises(NodeError):
+        graph.invoke({"n": 0}, thread_id="t")
+    assert keeper().held() == 0
+
+
+def test_the_keeper_renews_until_dropped_and_forgets_a_lost_lease() -> None:
+    store = MemoryCheckpointer()
+    k = LeaseKeeper()
+
+    async def take(tid: str) -> None:
+        await store.acquire_lease(ThreadId(tid), "me:1:a", 0.3)
+
+    async def expiry(tid: str) -> float:
+        th = await store.get_thread(ThreadId(tid))
+        assert th is not None and th.lease_expires_at is not None
+        return th.lease_expires_at
+
+    anyio.run(take, "kept")
+    anyio.run(take, "lost")
+    kept = k.hold(store, "kept", "me:1:a", 0.3)
+    k.hold(store, "lost", "me:1:a", 0.3)
+    anyio.run(store.release_lease, ThreadId("lost"), "me:1:a")
+    deadline = time.time() + 5
+    while k.held() > 1 and time.time() < deadline:
+        time.sleep(0.02)
+    assert k.held() == 1  # the released lease was dropped at its first renewal
+    time.sleep(0.5)
+    assert anyio.run(expiry, "kept") > time.time()  # renewed past its first expiry
+    k.drop(kept)
+    assert k.held() == 0
+    time.sleep(0.5)
+    assert anyio.run(expiry, "kept") < time.time()  # no longer renewed
+
+
+def _resumable_after(interrupting: Any) -> StateGraph:
+    """``a`` (interrupting on its first call) then ``b``."""
+    calls: list[str] = []
+
+    async def a(state: S) -> dict[str, Any]:
+        calls.append("a")
+        if len(calls) == 1:
+            await interrupting()
+        return {"n": state["n"] + 1}
+
+    b = StateGraph(S)
+    b.add_node("a", a)
+    b.add_edge(START, "a")
+    b.add_edge("a", END)
+    return b
+
+
+@pytest.mark.parametrize("where", ["in a node", "while the loop waits"])
+def test_ctrl_c_during_invoke_gives_the_lease_up(where: str) -> None:
+    """KeyboardInterrupt reaches the caller; the run's cleanup ran (its lease is free, so
+    the thread can be run again at once) and the thread's loop still works."""
+
+    async def raise_it() -> None:
+        raise KeyboardInterrupt
+
+    async def signal_it() -> None:
+        import os
+        import signal
+
+        threading.Timer(0.1, os.kill, (os.getpid(), signal.SIGINT)).start()
+        await anyio.sleep(10)
+
+    graph = _resumable_after(raise_it if where == "in a node" else signal_it).compile(
+        checkpointer=MemoryCheckpointer()
+    )
+    with pytest.raises(KeyboardInterrupt):
+        graph.invoke({"n": 0}, thread_id="t")
+    assert keeper().held() == 0
+    result = graph.invoke(None, thread_id="t")  # not ThreadBusyError: the lease was given up
+    assert result.status == "done" and result.state["n"] == 1
