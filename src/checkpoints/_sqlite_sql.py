@@ -118,6 +118,14 @@ def _take_lease(
         conn.execute(_NEW_THREAD, (thread_id, graph_name, owner, t + ttl, t, t))
         tid = ThreadId(thread_id)
         return ThreadRecord(tid, "running", None, graph_name, owner, t + ttl, (), t, t)
+    return _lease_existing(conn, thread_id, owner, ttl, row)
+
+
+def _lease_existing(
+    conn: sqlite3.Connection, thread_id: str, owner: str, ttl: float, row: Any
+) -> ThreadRecord:
+    """``_take_lease`` for a thread whose row (``_THREAD``'s columns) was just read."""
+    t = now()
     rec = _thread_record(thread_id, row)
     if not lease_free(rec.lease_owner, rec.lease_expires_at, owner, t):
         raise LeaseHeldError(thread_id, rec.lease_owner)
@@ -402,13 +410,19 @@ def _write(
     answers: list[Any],
 ) -> None:
     """The write transaction of ``_commit`` (everything already serialized)."""
-    upd = batch.thread
     ck = batch.checkpoint
     with _Txn(conn):
-        if batch.acquire_ttl is not None:
-            _take_lease(conn, thread_id, owner, batch.acquire_ttl, upd.graph_name if upd else None)
-        if not conn.execute(sql, params).fetchall():
-            raise _fenced_off(conn, thread_id, owner, batch) or LeaseLostError(thread_id, owner)
+        ttl = batch.acquire_ttl
+        row = conn.execute(_THREAD, (thread_id,)).fetchone() if ttl is not None else None
+        if ttl is not None and row is None:
+            _create_thread(conn, thread_id, owner, batch, ttl)  # nothing to fence it off
+        else:
+            if ttl is not None:
+                _lease_existing(conn, thread_id, owner, ttl, row)
+            if not conn.execute(sql, params).fetchall():
+                raise _fenced_off(conn, thread_id, owner, batch) or LeaseLostError(
+                    thread_id, owner
+                )
         if tasks:
             conn.executemany(_UPSERT_TASK, tasks)
         if memos:
@@ -427,3 +441,32 @@ def _write(
             conn.executemany(_UPSERT_PAUSE, pauses)
         if answers:
             conn.executemany(_INSERT_ANSWER, answers)
+
+
+def _create_thread(
+    conn: sqlite3.Connection, thread_id: str, owner: str, batch: CommitBatch, ttl: float
+) -> None:
+    """The row of a thread a commit creates as it takes the lease, written whole at once
+    (its head, status and pauses, which the fenced update writes for an existing thread)."""
+    if batch.check_head and batch.expected_head is not None:
+        raise HeadConflictError(thread_id, batch.expected_head, None)
+    upd = batch.thread
+    ids = upd.pending_pause_ids if upd is not None else ()
+    t = now()
+    conn.execute(
+        "INSERT INTO gf_threads (thread_id, status, head, graph_name, lease_owner,"
+        " lease_expires_at, pending_pause_ids, pending_count, created_at, updated_at)"
+        " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+        (
+            thread_id,
+            upd.status if upd is not None else "running",
+            batch.checkpoint.id if batch.checkpoint is not None and batch.ns == "" else None,
+            upd.graph_name if upd is not None else None,
+            None if batch.release else owner,
+            None if batch.release else t + ttl,
+            _dumps(list(ids), key="pending_pause_ids") if ids else None,
+            len(ids),
+            t,
+            t,
+        ),
+    )

@@ -646,7 +646,7 @@ async def test_deleted_rows(cp: SqliteCheckpointer, path: Path) -> None:
         await cp.load_channels(T1, "", {"counter": ck.channel_versions["counter"]}, {})
     # resume_thread reads them in the transaction that takes the lease: not taken.
     await cp.release_lease(T1, _owner)
-    with pytest.raises(CorruptCheckpointError, match="'msgs'|'counter'"):
+    with pytest.raises(CorruptCheckpointError, match=r"'msgs'|'counter'"):
         await cp.resume_thread(T1, new_owner(), 60.0)
     th = await cp.get_thread(T1)
     assert th is not None and th.lease_owner is None

@@ -17,7 +17,7 @@ import pytest
 from checkpoints import MemoryCheckpointer, SqliteCheckpointer
 from checkpoints.errors import LeaseHeldError
 from checkpoints.models import ThreadId
-from graphflow import END, START, NodeError, StateGraph
+from graphflow import END, START, NodeError, StateGraph, ThreadBusyError
 from graphflow.engine.keeper import LeaseKeeper, keeper
 
 
@@ -152,3 +152,54 @@ def test_ctrl_c_during_invoke_gives_the_lease_up(where: str) -> None:
     assert keeper().held() == 0
     result = graph.invoke(None, thread_id="t")  # not ThreadBusyError: the lease was given up
     assert result.status == "done" and result.state["n"] == 1
+
+
+@pytest.mark.parametrize("kind", ["memory", "sqlite"])
+def test_an_input_to_a_thread_held_elsewhere_is_refused_before_any_node(
+    kind: str, tmp_path: Path
+) -> None:
+    """A new input commits against no head without reading the thread first: a thread that
+    exists (with or without a checkpoint) and is leased elsewhere still gets ThreadBusyError,
+    and one that exists and is free gets the input applied to its state."""
+    store = MemoryCheckpointer() if kind == "memory" else SqliteCheckpointer(tmp_path / "s.db")
+    calls: list[int] = []
+
+    def count(state: S) -> dict[str, Any]:
+        calls.append(state["n"])
+        return {"n": state["n"] + 1}
+
+    b = StateGraph(S)
+    b.add_node("count", count)
+    b.add_edge(START, "count")
+    b.add_edge("count", END)
+    graph = b.compile(checkpointer=store)
+    elsewhere = "another-host:1:x"  # never known dead: its lease must expire
+
+    anyio.run(store.acquire_lease, ThreadId("bare"), elsewhere, 60.0)  # a row, no checkpoint
+    with pytest.raises(ThreadBusyError):
+        graph.invoke({"n": 0}, thread_id="bare")
+    assert graph.invoke({"n": 5}, thread_id="t").state["n"] == 6
+    anyio.run(store.acquire_lease, ThreadId("t"), elsewhere, 60.0)
+    with pytest.raises(ThreadBusyError):
+        graph.invoke({"n": 0}, thread_id="t")
+    assert calls == [5]
+    anyio.run(store.release_lease, ThreadId("t"), elsewhere)
+    assert graph.invoke({}, thread_id="t").state["n"] == 7  # the state carried over
+    assert calls == [5, 6]
+
+
+def test_a_router_at_start_sees_an_existing_threads_state_once() -> None:
+    seen: list[int] = []
+
+    def route(state: S) -> str:
+        seen.append(state["n"])
+        return "inc"
+
+    b = StateGraph(S)
+    b.add_node("inc", lambda s: {"n": s["n"] + 1})
+    b.add_conditional_edges(START, route)
+    b.add_edge("inc", END)
+    graph = b.compile(checkpointer=MemoryCheckpointer())
+    graph.invoke({"n": 1}, thread_id="t")
+    graph.invoke({}, thread_id="t")
+    assert seen == [1, 2]

@@ -95,6 +95,10 @@ if TYPE_CHECKING:
     from graphflow.compiled import CompiledGraph
 
 
+class _NotNew(Exception):
+    """The input commit of a run that assumed a new thread found the thread existing."""
+
+
 class Run(TaskRunner):
     """The execution of one ``invoke``/``stream`` call on one thread."""
 
@@ -133,11 +137,13 @@ class Run(TaskRunner):
         self.known_pauses: dict[PauseId, PauseRecord] = parent.known_pauses if parent else {}
         self.answers: dict[str, Any] = {}
         self._loop_thread: int = parent._loop_thread if parent else threading.get_ident()
-        self.token: anyio.lowlevel.EventLoopToken = (
-            parent.token if parent else anyio.lowlevel.current_token()
+        # For events sent from worker threads (sync nodes of parallel steps); only with a sink.
+        self.token: anyio.lowlevel.EventLoopToken | None = (
+            parent.token if parent else anyio.lowlevel.current_token() if sink else None
         )
         self._unflushed: list[TaskRecord] = []
         self._lease_on_commit = False  # the next commit takes the lease (a new input)
+        self._guessing_new = False  # that commit assumes a new thread (see _execute_leased)
         self._released = False  # the run's last commit gave the lease up
         self._pending_answers: list[AnswerRecord] = []  # go with the run's first commit
         # What ``resume_thread`` read, until used (a resumed run of the root namespace).
@@ -148,7 +154,7 @@ class Run(TaskRunner):
             tuple[str, dict[TaskId, TaskRecord], dict[TaskId, dict[str, Any]]] | None
         ) = None
         self._running = 0
-        self._flush_lock = anyio.Lock()
+        self._flush_lock: anyio.Lock | None = None  # made by the first parallel step
 
     # -- identities ---------------------------------------------------------------------
     def pause_id(self, task_id: str, key: str) -> str:
@@ -183,9 +189,14 @@ class Run(TaskRunner):
         try:
             await self.store.commit(self.thread_id, self.owner, batch)
         except LeaseHeldError as e:
+            if self._guessing_new:
+                raise _NotNew from e
             raise ThreadBusyError(self.thread_id, e.owner) from e
         except (LeaseLostError, HeadConflictError) as e:
+            if self._guessing_new:
+                raise _NotNew from e
             raise ThreadBusyError(self.thread_id, None) from e
+        self._guessing_new = False
         self._lease_on_commit = False
         root._pending_answers = []
         self._released = batch.release
@@ -246,13 +257,25 @@ class Run(TaskRunner):
                 raise ThreadBusyError(self.thread_id, e.owner) from e
         else:
             # A new input's checkpoint is the run's first write, made before any node runs:
-            # it takes the lease in the same transaction (compare-and-set on the head read
-            # here), which saves a separate fsync'd commit.
-            self.thread = await store.get_thread(self.thread_id)
+            # it takes the lease in the same transaction (compare-and-set on the head), which
+            # saves a separate fsync'd commit.
             self._lease_on_commit = True
+            if checkpoint_id is None and START not in self.graph.edges.branches:
+                # Most inputs start a new thread: commit against no head, without reading
+                # the thread first. One that exists makes that commit fail untouched (head
+                # or lease conflict), and the input is then applied to what it holds.
+                self._guessing_new = True
+            else:
+                self.thread = await store.get_thread(self.thread_id)
         held = keeper().hold(store, self.thread_id, self.owner, self.graph.lease_ttl)
         try:
-            return await self._execute(input, resume, checkpoint_id)
+            try:
+                return await self._execute(input, resume, checkpoint_id)
+            except _NotNew:
+                self._guessing_new = False
+                self.values, self.hidden = {}, {}
+                self.thread = await store.get_thread(self.thread_id)
+                return await self._execute(input, resume, checkpoint_id)
         finally:
             keeper().drop(held)
             if not self._released:  # (a no-op when this run never got the lease)

@@ -71,7 +71,7 @@ class TaskRunner:
     answers: dict[str, Any]
     _unflushed: list[TaskRecord]
     _running: int
-    _flush_lock: anyio.Lock
+    _flush_lock: anyio.Lock | None
 
     def _emit(self, type_: str, node: str | None, step: int | None, data: Any) -> None:
         raise NotImplementedError
@@ -139,6 +139,8 @@ class TaskRunner:
 
     async def _flush(self) -> None:
         """Commit the records of tasks that finished while siblings still run."""
+        if self._flush_lock is None:
+            self._flush_lock = anyio.Lock()
         async with self._flush_lock:
             if not self._unflushed:
                 return
