@@ -40,6 +40,30 @@ _HEAD = (
 )
 
 
+_THREAD_AND_HEAD = (
+    "SELECT t.status, t.head, t.graph_name, t.lease_owner, t.lease_expires_at,"
+    " t.pending_pause_ids, t.created_at, t.updated_at, c.id, c.parent_id, c.step, c.source,"
+    " c.channel_versions, c.channel_bases, c.body, c.created_at FROM gf_threads t LEFT JOIN"
+    " gf_checkpoints c ON c.thread_id = t.thread_id AND c.ns = '' AND c.id = t.head"
+    " WHERE t.thread_id = ?"
+)
+
+
+def read_thread_and_head(conn: sqlite3.Connection, thread_id: str) -> tuple[Any, Any] | None:
+    """The thread row (``_THREAD``'s columns) and its head checkpoint row (``_CKPT``'s), or
+    None when the thread does not exist or has no head. A missing head row is damage."""
+    row = conn.execute(_THREAD_AND_HEAD, (thread_id,)).fetchone()
+    if row is None or row[1] is None:
+        return None
+    if row[8] is None:  # a head without its checkpoint: never guess
+        raise CorruptCheckpointError(
+            f"thread {thread_id!r}: head checkpoint {row[1]!r} is missing",
+            thread_id=thread_id,
+            checkpoint_id=row[1],
+        )
+    return row[:8], row[8:]
+
+
 def read_checkpoint(
     conn: sqlite3.Connection, thread_id: str, ns: str, checkpoint_id: str | None
 ) -> CheckpointRecord | None:

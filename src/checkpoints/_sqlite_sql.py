@@ -420,9 +420,7 @@ def _write(
             if ttl is not None:
                 _lease_existing(conn, thread_id, owner, ttl, row)
             if not conn.execute(sql, params).fetchall():
-                raise _fenced_off(conn, thread_id, owner, batch) or LeaseLostError(
-                    thread_id, owner
-                )
+                raise _fenced_off(conn, thread_id, owner, batch) or LeaseLostError(thread_id, owner)
         if tasks:
             conn.executemany(_UPSERT_TASK, tasks)
         if memos:

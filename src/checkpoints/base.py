@@ -82,7 +82,7 @@ class Checkpointer(Protocol):
         ...
 
     async def resume_thread(
-        self, thread_id: ThreadId, owner: str, ttl: float, *, graph_name: str | None = None
+        self, thread_id: ThreadId, owner: str, ttl: float
     ) -> ResumePoint | None:
         """Take the lease of an existing thread and read what resuming it needs, atomically.
 

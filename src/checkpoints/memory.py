@@ -103,7 +103,7 @@ class MemoryCheckpointer:
             rec.lease_expires_at = None
 
     async def resume_thread(
-        self, thread_id: ThreadId, owner: str, ttl: float, *, graph_name: str | None = None
+        self, thread_id: ThreadId, owner: str, ttl: float
     ) -> ResumePoint | None:
         rec = self._threads.get(thread_id)
         if rec is None or rec.head is None:
@@ -127,7 +127,7 @@ class MemoryCheckpointer:
             await self.load_memos(thread_id, "", ck.id),
         )
         # Taken last: a read that fails leaves the lease as it was.
-        point.thread = await self.acquire_lease(thread_id, owner, ttl, graph_name=graph_name)
+        point.thread = await self.acquire_lease(thread_id, owner, ttl)
         return point
 
     async def list_threads(self, status: ThreadStatus | None = None) -> list[ThreadInfo]:

@@ -248,11 +248,23 @@ _APPLIED = "_graphflow_migrations"
 
 def _stored(conn: sqlite3.Connection) -> tuple[int, set[str]]:
     """The file's schema version and applied migration names ((0, set()) for a new file)."""
+    try:  # one statement: every process that opens the file runs it
+        rows = conn.execute(
+            f"SELECT 0, value FROM {_META} WHERE key = 'schema_version'"
+            f" UNION ALL SELECT 1, name FROM {_APPLIED}"
+        ).fetchall()
+    except sqlite3.OperationalError as e:
+        if not str(e).startswith("no such table"):
+            raise
+        rows = None
+    if rows is not None:
+        version = next((int(v) for kind, v in rows if kind == 0), 0)
+        return version, {name for kind, name in rows if kind == 1}
     exists = conn.execute(
         "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = ?", (_META,)
     ).fetchone()
     if exists is None:
-        return 0, set()
+        return 0, set()  # a new file (or not ours yet)
     row = conn.execute(f"SELECT value FROM {_META} WHERE key = 'schema_version'").fetchone()
     version = int(row[0]) if row is not None else 0
     applied = {r[0] for r in conn.execute(f"SELECT name FROM {_APPLIED}")}

@@ -51,6 +51,7 @@ from checkpoints._sqlite_read import (
     read_memos,
     read_pauses,
     read_tasks,
+    read_thread_and_head,
 )
 from checkpoints._sqlite_sql import (
     _CKPT,
@@ -64,6 +65,7 @@ from checkpoints._sqlite_sql import (
     _commit,
     _dumps,
     _is_damage,
+    _lease_existing,
     _pause,
     _take_lease,
     _thread_record,
@@ -76,6 +78,7 @@ from checkpoints.errors import (
     LeaseLostError,
     SerializationError,
 )
+from checkpoints.keeper import keeper
 from checkpoints.models import (
     AnswerRecord,
     CallId,
@@ -131,6 +134,7 @@ class SqliteCheckpointer:
     # -- connection ----------------------------------------------------------------------
     def _open(self) -> sqlite3.Connection:
         """Connect, set the pragmas and migrate the schema (the lazy ``setup``)."""
+        keeper().start()  # its thread starts while this waits for the file (see keeper)
         conn = sqlite3.connect(
             self.path,
             timeout=self.busy_timeout,
@@ -280,19 +284,18 @@ class SqliteCheckpointer:
         await self._run(thread_id, run)
 
     async def resume_thread(
-        self, thread_id: ThreadId, owner: str, ttl: float, *, graph_name: str | None = None
+        self, thread_id: ThreadId, owner: str, ttl: float
     ) -> ResumePoint | None:
         """Take the lease of an existing thread and read what resuming it needs, in one
         transaction (see ``Checkpointer.resume_thread``)."""
 
         def run(conn: sqlite3.Connection) -> ResumePoint | None:
             with self._lease_txn(conn):  # an error rolls the lease back
-                row = conn.execute(_THREAD, (thread_id,)).fetchone()
-                if row is None or row[1] is None:
+                found = read_thread_and_head(conn, thread_id)
+                if found is None:
                     return None
-                thread = _take_lease(conn, thread_id, owner, ttl, graph_name)
-                ck = read_checkpoint(conn, thread_id, "", None)
-                assert ck is not None  # the head exists (or read_checkpoint raised)
+                thread = _lease_existing(conn, thread_id, owner, ttl, found[0])
+                ck = _checkpoint(thread_id, "", found[1])
                 return ResumePoint(
                     thread,
                     ck,

@@ -862,7 +862,7 @@ async def check_resume_thread(make: Factory) -> None:
     assert held.value.owner == owner
     await cp.release_lease(T1, owner)
 
-    point = await cp.resume_thread(T1, me, 60.0, graph_name="ignored")
+    point = await cp.resume_thread(T1, me, 60.0)
     assert point is not None
     thread = await cp.get_thread(T1)
     assert thread is not None and thread.lease_owner == me and thread.graph_name == "renamed"

@@ -16,9 +16,9 @@ import pytest
 
 from checkpoints import MemoryCheckpointer, SqliteCheckpointer
 from checkpoints.errors import LeaseHeldError
+from checkpoints.keeper import LeaseKeeper, keeper
 from checkpoints.models import ThreadId
 from graphflow import END, START, NodeError, StateGraph, ThreadBusyError
-from graphflow.engine.keeper import LeaseKeeper, keeper
 
 
 class S(TypedDict):

@@ -31,6 +31,7 @@ from checkpoints.errors import (
     LeaseHeldError,
     LeaseLostError,
 )
+from checkpoints.keeper import keeper
 from checkpoints.lease import new_owner
 from checkpoints.models import (
     AnswerRecord,
@@ -60,7 +61,6 @@ from graphflow.engine.context import (
     PauseRequest,
     PauseSignal,
 )
-from graphflow.engine.keeper import keeper
 from graphflow.engine.pauses import (
     GATE_KINDS,
     UNSET,
@@ -240,9 +240,7 @@ class Run(TaskRunner):
             try:
                 if checkpoint_id is None:
                     # The lease and everything the resumed step reads, in one transaction.
-                    point = await store.resume_thread(
-                        self.thread_id, self.owner, ttl, graph_name=name
-                    )
+                    point = await store.resume_thread(self.thread_id, self.owner, ttl)
                     if point is None:
                         raise ThreadNotFoundError(self.thread_id)
                     self._preload(point)

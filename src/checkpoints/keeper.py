@@ -1,13 +1,15 @@
-"""Keeping the leases of this process's runs alive, from one daemon thread.
+"""Keeping the leases of this process's runs alive, from one thread.
 
-A run holds its thread's lease for as long as it executes; the lease expires ``lease_ttl``
+A run holds its thread's lease for as long as it executes; the lease expires ``ttl``
 seconds after its last renewal. Renewals come from a thread of their own, not from a task of
-the run: a sync node runs on the event loop's thread (the sync API calls it inline), and a
-task on that loop could not renew while the node works, however long it takes. A run that
-ends before a third of its TTL has passed (most do) costs a dictionary insert and delete.
+the run: a sync node runs on the event loop's thread (graphflow's sync API calls it inline),
+and a task on that loop could not renew while the node works, however long it takes. A run
+that ends before a third of its TTL has passed (most do) costs a dictionary insert and delete.
 
 The keeper calls ``store.renew_lease`` on an event loop of its own, so a checkpointer must
 accept calls from another thread (ours do: SQLite serializes them on its connection lock).
+A checkpointer that opens files starts the keeper's thread as it opens them (``start``), so
+that the thread gets going while the process waits for the disk.
 """
 
 from __future__ import annotations
@@ -29,7 +31,7 @@ from checkpoints.models import ThreadId
 if TYPE_CHECKING:
     from checkpoints import Checkpointer
 
-log = logging.getLogger("graphflow.leases")
+log = logging.getLogger("checkpoints.leases")
 
 
 @dataclass(slots=True)
@@ -65,8 +67,8 @@ class LeaseKeeper:
     def start(self) -> None:
         """Start the keeper's thread if it is not running yet.
 
-        A run calls this before its first storage call: the new thread then starts while
-        the run waits for the disk, not while it computes. A bare thread, because
+        Called as a store opens its files and as a run starts: the new thread then gets
+        going while the process waits for the disk, not while it computes. A bare thread:
         ``threading.Thread.start()`` waits until the thread runs (~0.2 ms of a resumed
         run); it dies with the process, like a daemon thread.
         """
