@@ -323,12 +323,12 @@ def _commit(
              None if t.writes is None and t.routes is None
              else _dumps([t.writes, t.routes], key=f"writes of task {t.node!r}"))
             for t in batch.tasks
-        ]  # fmt: skip
+        ] if batch.tasks else []  # fmt: skip
         memos = [
             (thread_id, ns, m.checkpoint_id, m.task_id, m.key,
              _dumps(m.value, key=f"step {m.key!r}"), m.created_at)
             for m in batch.memos
-        ]  # fmt: skip
+        ] if batch.memos else []  # fmt: skip
         chans = [
             (thread_id, ns, c.channel, c.version, c.kind,
              c.version if c.kind == "set" else c.base, _dumps(c.value, key=c.channel))
@@ -339,12 +339,12 @@ def _commit(
             (thread_id, p.id, p.ns, p.checkpoint_id, p.task_id, p.node, p.kind,
              _dumps(p.value, key=f"pause {p.id!r}"), p.created_at)
             for p in batch.pauses
-        ]  # fmt: skip
+        ] if batch.pauses else []  # fmt: skip
         answers = [
             (thread_id, a.pause_id, _dumps(a.value, key=f"answer to {a.pause_id!r}"), a.by,
              a.reason, a.created_at)
             for a in batch.answers
-        ]  # fmt: skip
+        ] if batch.answers else []  # fmt: skip
         if ck is not None:
             try:
                 # TaskSpecs as plain lists: msgpack packs them in C, several times faster.

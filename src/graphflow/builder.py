@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import inspect
+import types
 from collections.abc import Callable, Hashable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
@@ -61,6 +62,18 @@ class Edges:
 
 
 def _takes_ctx(fn: Callable[..., Any]) -> bool:
+    """Whether ``fn`` is called as ``fn(state, ctx)``: two required positional parameters,
+    or one named ``ctx``/``context``."""
+    if type(fn) is types.FunctionType and not hasattr(fn, "__wrapped__"):
+        # A plain function: read its code object (inspect.signature costs ~20x more, and a
+        # process that resumes a thread compiles its graph first).
+        code = fn.__code__
+        n = code.co_argcount
+        if n - len(fn.__defaults__ or ()) >= 2:
+            return True
+        flags = code.co_flags
+        count = n + code.co_kwonlyargcount + bool(flags & 0x04) + bool(flags & 0x08)
+        return any(name in ("ctx", "context") for name in code.co_varnames[:count])
     try:
         sig = inspect.signature(fn)
     except (TypeError, ValueError):

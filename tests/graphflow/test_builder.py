@@ -367,3 +367,36 @@ def test_custom_reducer_in_annotated() -> None:
         .compile()
     )
     assert graph.invoke({"best": 1}).state.best == 3
+
+
+def test_reading_a_functions_code_agrees_with_its_signature() -> None:
+    """``_takes_ctx`` reads a plain function's code object instead of ``inspect.signature``
+    (cheaper when a resuming process compiles its graph); both must agree."""
+    import functools
+    import inspect
+
+    from graphflow.builder import _takes_ctx
+
+    def by_signature(fn: Any) -> bool:
+        params = inspect.signature(fn).parameters.values()
+        required = [
+            p for p in params
+            if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD) and p.default is p.empty
+        ]  # fmt: skip
+        return len(required) >= 2 or any(p.name in ("ctx", "context") for p in params)
+
+    def wrapped(fn: Any) -> Any:
+        @functools.wraps(fn)
+        def inner(*args: Any) -> Any:
+            return fn(*args)
+
+        return inner
+
+    cases: list[Any] = [
+        lambda s: 1, lambda s, c: 1, lambda s, c=None: 1, lambda s, ctx=None: 1,
+        lambda s, *, ctx: 1, lambda s, *ctx: 1, lambda s, **context: 1, lambda s, /, c: 1,
+        lambda s, /: 1, lambda *a: 1, lambda s, t, u=1: 1, lambda context: 1,
+        wrapped(lambda s, c: 1), wrapped(lambda s: 1),
+    ]  # fmt: skip
+    for fn in cases:
+        assert _takes_ctx(fn) == by_signature(fn), inspect.signature(fn)

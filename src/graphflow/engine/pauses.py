@@ -54,6 +54,7 @@ def refuse_tool_answers(thread_id: str, pauses: Sequence[PauseRecord]) -> None:
         )
 
 
+_PLAIN = frozenset({str, bytes, int, float, bool, list, tuple, type(None)})
 _PAUSE_ID = re.compile(r"^[0-9a-f]{16}:\S+$")
 
 
@@ -62,6 +63,8 @@ def is_pause_map(resume: Any) -> bool:
 
     Any other value (a dict of data included) is one answer for the single pending pause.
     """
+    if type(resume) in _PLAIN:  # (an ABC check of a str is slow the first time)
+        return False
     return (
         isinstance(resume, Mapping)
         and bool(resume)

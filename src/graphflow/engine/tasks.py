@@ -295,6 +295,9 @@ class TaskRunner:
             result = result.update
         if result is None:
             return [], routes
+        if type(result) is dict:  # the usual result: skip the checks below
+            self.graph.schema.check_keys(result, node)
+            return list(result.items()), routes
         if isinstance(result, Writes):
             return list(result), routes
         if isinstance(result, BaseModel) and self.graph.schema.is_model:
