@@ -322,7 +322,7 @@ class Writes(list[tuple[str, Any]]):
 async def task_group() -> AsyncIterator[anyio.abc.TaskGroup]:
     """A task group that re-raises a lone error as itself, not as an ``ExceptionGroup``.
 
-    Our task groups host helpers (heartbeat, sibling tasks) whose own errors are caught;
+    Our task groups host sibling tasks of a step, whose own errors are caught;
     users should see the error a run raised, typed as documented.
     """
     try:
