@@ -203,3 +203,28 @@ def test_a_router_at_start_sees_an_existing_threads_state_once() -> None:
     graph.invoke({"n": 1}, thread_id="t")
     graph.invoke({}, thread_id="t")
     assert seen == [1, 2]
+
+
+def test_the_keeper_retries_a_renewal_that_failed(caplog: pytest.LogCaptureFixture) -> None:
+    """A store that fails to renew (busy, briefly unreachable) is tried again at the next
+    due time; the lease stays registered, and the failure is logged."""
+    store = MemoryCheckpointer()
+    calls: list[str] = []
+    real = store.renew_lease
+
+    async def flaky(thread_id: ThreadId, owner: str, ttl: float) -> None:
+        calls.append(owner)
+        if len(calls) == 1:
+            raise RuntimeError("database is locked")
+        await real(thread_id, owner, ttl)
+
+    store.renew_lease = flaky  # type: ignore[method-assign]
+    anyio.run(store.acquire_lease, ThreadId("t"), "me:1:a", 0.3)
+    k = LeaseKeeper()
+    key = k.hold(store, "t", "me:1:a", 0.3)
+    deadline = time.time() + 5
+    while len(calls) < 3 and time.time() < deadline:
+        time.sleep(0.02)
+    assert len(calls) >= 3 and k.held() == 1
+    assert "renewing thread 't'" in caplog.text
+    k.drop(key)
