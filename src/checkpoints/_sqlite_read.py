@@ -32,14 +32,6 @@ from checkpoints.models import (
     ThreadId,
 )
 
-_HEAD = (
-    "SELECT t.head, c.id, c.parent_id, c.step, c.source, c.channel_versions,"
-    " c.channel_bases, c.body, c.created_at FROM gf_threads t LEFT JOIN"
-    " gf_checkpoints c ON c.thread_id = t.thread_id AND c.ns = '' AND c.id = t.head"
-    " WHERE t.thread_id = ?"
-)
-
-
 _THREAD_AND_HEAD = (
     "SELECT t.status, t.head, t.graph_name, t.lease_owner, t.lease_expires_at,"
     " t.pending_pause_ids, t.created_at, t.updated_at, c.id, c.parent_id, c.step, c.source,"
@@ -79,16 +71,8 @@ def read_checkpoint(
         sql = _CKPT + " WHERE thread_id = ? AND ns = ? ORDER BY id DESC LIMIT 1"
         row = conn.execute(sql, (thread_id, ns)).fetchone()
     else:  # the root's newest is the thread head
-        found = conn.execute(_HEAD, (thread_id,)).fetchone()
-        if found is None or found[0] is None:
-            return None
-        if found[1] is None:  # a head without its checkpoint: never guess
-            raise CorruptCheckpointError(
-                f"thread {thread_id!r}: head checkpoint {found[0]!r} is missing",
-                thread_id=thread_id,
-                checkpoint_id=found[0],
-            )
-        row = found[1:]
+        found = read_thread_and_head(conn, thread_id)
+        row = found[1] if found is not None else None
     return _checkpoint(thread_id, ns, row) if row is not None else None
 
 
