@@ -90,16 +90,13 @@ def read_channels(
     }
 
 
-def read_tasks(
-    conn: sqlite3.Connection, thread_id: str, ns: str, checkpoint_id: CheckpointId
+_TASK_COLS = "task_id, node, status, attempts, started_at, ended_at, error, body"
+_ANSWER_COLS = "pause_id, value, by, reason, created_at"
+
+
+def _tasks(
+    rows: Sequence[Any], thread_id: str, checkpoint_id: CheckpointId
 ) -> dict[TaskId, TaskRecord]:
-    """Task records of one checkpoint, by task id, in the order first written."""
-    rows = conn.execute(
-        "SELECT task_id, node, status, attempts, started_at, ended_at, error, body"
-        " FROM gf_tasks WHERE thread_id = ? AND ns = ? AND checkpoint_id = ?"
-        " ORDER BY rowid",
-        (thread_id, ns, checkpoint_id),
-    ).fetchall()
     out: dict[TaskId, TaskRecord] = {}
     for tid, node, status, attempts, started, ended, error, body in rows:
         what = f"task {node!r}"
@@ -115,6 +112,39 @@ def read_tasks(
     return out
 
 
+def _memos(
+    rows: Sequence[Any], thread_id: str, checkpoint_id: CheckpointId
+) -> dict[TaskId, dict[str, Any]]:
+    out: dict[TaskId, dict[str, Any]] = {}
+    for tid, key, blob in rows:
+        value = _load(blob, thread_id, checkpoint_id, f"step {key!r}")
+        out.setdefault(tid, {})[key] = value
+    return out
+
+
+def _answers(
+    rows: Sequence[Any], thread_id: str, wanted: set[str] | None
+) -> dict[PauseId, AnswerRecord]:
+    out: dict[PauseId, AnswerRecord] = {}
+    for pid, blob, by, reason, created in rows:  # oldest first: the latest wins
+        if wanted is None or pid in wanted:
+            value = _load(blob, thread_id, None, f"answer to {pid!r}")
+            out[pid] = AnswerRecord(pid, ThreadId(thread_id), value, by, reason, created)
+    return out
+
+
+def read_tasks(
+    conn: sqlite3.Connection, thread_id: str, ns: str, checkpoint_id: CheckpointId
+) -> dict[TaskId, TaskRecord]:
+    """Task records of one checkpoint, by task id, in the order first written."""
+    rows = conn.execute(
+        f"SELECT {_TASK_COLS} FROM gf_tasks WHERE thread_id = ? AND ns = ?"
+        " AND checkpoint_id = ? ORDER BY rowid",
+        (thread_id, ns, checkpoint_id),
+    ).fetchall()
+    return _tasks(rows, thread_id, checkpoint_id)
+
+
 def read_memos(
     conn: sqlite3.Connection, thread_id: str, ns: str, checkpoint_id: CheckpointId
 ) -> dict[TaskId, dict[str, Any]]:
@@ -124,11 +154,7 @@ def read_memos(
         " AND checkpoint_id = ? ORDER BY rowid",
         (thread_id, ns, checkpoint_id),
     ).fetchall()
-    out: dict[TaskId, dict[str, Any]] = {}
-    for tid, key, blob in rows:
-        value = _load(blob, thread_id, checkpoint_id, f"step {key!r}")
-        out.setdefault(tid, {})[key] = value
-    return out
+    return _memos(rows, thread_id, checkpoint_id)
 
 
 def read_pauses(
@@ -145,13 +171,42 @@ def read_answers(
 ) -> dict[PauseId, AnswerRecord]:
     """The latest answer per pause (of every pause of the thread when ``wanted`` is None)."""
     rows = conn.execute(
-        "SELECT pause_id, value, by, reason, created_at FROM gf_answers"
-        " WHERE thread_id = ? ORDER BY seq",
-        (thread_id,),
+        f"SELECT {_ANSWER_COLS} FROM gf_answers WHERE thread_id = ? ORDER BY seq", (thread_id,)
     ).fetchall()
-    out: dict[PauseId, AnswerRecord] = {}
-    for pid, blob, by, reason, created in rows:  # oldest first: the latest wins
-        if wanted is None or pid in wanted:
-            value = _load(blob, thread_id, None, f"answer to {pid!r}")
-            out[pid] = AnswerRecord(pid, ThreadId(thread_id), value, by, reason, created)
-    return out
+    return _answers(rows, thread_id, None if wanted is None else wanted)
+
+
+def read_step_records(
+    conn: sqlite3.Connection, thread_id: str, pause_ids: Sequence[str], head: CheckpointId
+) -> tuple[
+    list[PauseRecord],
+    dict[PauseId, AnswerRecord],
+    dict[TaskId, TaskRecord],
+    dict[TaskId, dict[str, Any]],
+]:
+    """``read_pauses``, ``read_answers`` (all), ``read_tasks`` and ``read_memos`` of the root
+    head, in one statement: a process that resumes a thread prepares one, not four."""
+    marks = ", ".join(f"?{i}" for i in range(3, 3 + len(pause_ids)))
+    rows = conn.execute(
+        "SELECT 0, rowid, id, ns, checkpoint_id, task_id, node, kind, value, created_at"
+        f" FROM gf_pauses WHERE thread_id = ?1 AND id IN ({marks})"
+        f" UNION ALL SELECT 1, seq, {_ANSWER_COLS}, 0, 0, 0"
+        " FROM gf_answers WHERE thread_id = ?1"
+        f" UNION ALL SELECT 2, rowid, {_TASK_COLS}"
+        " FROM gf_tasks WHERE thread_id = ?1 AND ns = '' AND checkpoint_id = ?2"
+        " UNION ALL SELECT 3, rowid, task_id, key, value, 0, 0, 0, 0, 0"
+        " FROM gf_memos WHERE thread_id = ?1 AND ns = '' AND checkpoint_id = ?2",
+        (thread_id, head, *pause_ids),
+    ).fetchall()
+    rows.sort(key=lambda r: (r[0], r[1]))  # each table's rows in their own order
+    parts: list[list[Any]] = [[], [], [], []]
+    for r in rows:
+        parts[r[0]].append(r[2:])
+    by_id = {r[0]: r for r in parts[0]}
+    pauses = [_pause(thread_id, by_id[p]) for p in pause_ids if p in by_id]
+    return (
+        pauses,
+        _answers([r[:5] for r in parts[1]], thread_id, None),
+        _tasks(parts[2], thread_id, head),
+        _memos([r[:3] for r in parts[3]], thread_id, head),
+    )

@@ -96,11 +96,15 @@ def _fenced_update(set_head: bool, update: bool, check_head: bool, release: bool
     if set_head:
         sets.append("head = ?")
     if update:
+        # With a status change, whether the lease is given up is a parameter (the first and
+        # the last commit of a run share one statement: one fewer to prepare per process).
         sets.append(
             "updated_at = ?, status = ?, pending_pause_ids = ?, pending_count = ?,"
-            " graph_name = coalesce(?, graph_name)"
+            " graph_name = coalesce(?, graph_name),"
+            " lease_owner = CASE WHEN ? THEN NULL ELSE lease_owner END,"
+            " lease_expires_at = CASE WHEN ? THEN NULL ELSE lease_expires_at END"
         )
-    if release:
+    elif release:
         sets.append("lease_owner = NULL, lease_expires_at = NULL")
     where = "thread_id = ? AND lease_owner = ?" + (" AND head IS ?" if check_head else "")
     if not sets:
@@ -380,12 +384,13 @@ def _commit(
         raise
 
     set_head = ck is not None and ns == ""
-    sql = _fenced_update(set_head, upd is not None, batch.check_head, batch.release)
+    release = batch.release
+    sql = _fenced_update(set_head, upd is not None, batch.check_head, upd is None and release)
     params: list[Any] = []
     if set_head:
         params.append(ck.id)  # type: ignore[union-attr]
     if upd is not None:
-        params += (now(), upd.status, pending, len(ids), upd.graph_name)
+        params += (now(), upd.status, pending, len(ids), upd.graph_name, release, release)
     params += (thread_id, owner)
     if batch.check_head:
         params.append(batch.expected_head)

@@ -50,6 +50,7 @@ from checkpoints._sqlite_read import (
     read_checkpoint,
     read_memos,
     read_pauses,
+    read_step_records,
     read_tasks,
     read_thread_and_head,
 )
@@ -296,15 +297,11 @@ class SqliteCheckpointer:
                     return None
                 thread = _lease_existing(conn, thread_id, owner, ttl, found[0])
                 ck = _checkpoint(thread_id, "", found[1])
-                return ResumePoint(
-                    thread,
-                    ck,
-                    read_channels(conn, thread_id, "", ck.channel_versions, ck.channel_bases),
-                    read_pauses(conn, thread_id, thread.pending_pause_ids),
-                    read_answers(conn, thread_id, None),
-                    read_tasks(conn, thread_id, "", ck.id),
-                    read_memos(conn, thread_id, "", ck.id),
+                channels = read_channels(conn, thread_id, "", ck.channel_versions, ck.channel_bases)
+                pauses, answers, tasks, memos = read_step_records(
+                    conn, thread_id, thread.pending_pause_ids, ck.id
                 )
+                return ResumePoint(thread, ck, channels, pauses, answers, tasks, memos)
 
         return await self._run(thread_id, run)
 

@@ -64,7 +64,7 @@ class Edges:
 def _takes_ctx(fn: Callable[..., Any]) -> bool:
     """Whether ``fn`` is called as ``fn(state, ctx)``: two required positional parameters,
     or one named ``ctx``/``context``."""
-    if type(fn) is types.FunctionType and not hasattr(fn, "__wrapped__"):
+    if type(fn) is types.FunctionType and "__wrapped__" not in fn.__dict__:
         # A plain function: read its code object (inspect.signature costs ~20x more, and a
         # process that resumes a thread compiles its graph first).
         code = fn.__code__
@@ -160,8 +160,11 @@ class StateGraph:
             raise GraphValidationError(
                 f"node {name!r}: input=/output= mappings are only for subgraph nodes", (name,)
             )
-        target = getattr(fn, "node_callable", None)
-        call = target() if callable(target) else fn
+        call: Any = fn
+        if type(fn) is not types.FunctionType:  # (a plain function is its own callable)
+            target = getattr(fn, "node_callable", None)
+            if callable(target):
+                call = target()
         if not callable(call):
             raise GraphValidationError(f"node {name!r}: {fn!r} is not callable", (name,))
         self.nodes[name] = NodeSpec(

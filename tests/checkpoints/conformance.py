@@ -815,9 +815,7 @@ async def check_commit_takes_and_gives_up_the_lease(make: Factory) -> None:
     """``acquire_ttl`` takes the lease in the commit's transaction (creating the thread);
     ``release`` gives it up in it; a live other owner makes the commit fail untouched."""
     cp = make()
-    ck = CheckpointRecord(
-        CheckpointId("c1"), T1, "", None, -1, "input", {}, (), {}, 1.0
-    )
+    ck = CheckpointRecord(CheckpointId("c1"), T1, "", None, -1, "input", {}, (), {}, 1.0)
     await cp.commit(
         T1, "me", CommitBatch(checkpoint=ck, acquire_ttl=60.0, thread=ThreadUpdate("running"),
                               check_head=True)
@@ -857,6 +855,25 @@ async def check_resume_thread(make: Factory) -> None:
     await cp.commit(T1, owner, batch)
     head = batch.checkpoint
     assert head is not None
+    # More records of each kind, in orders the reads must keep: the latest answer per pause,
+    # tasks and memos in the order first written.
+    await cp.put_answers(
+        [AnswerRecord(PauseId("p1"), T1, "x"), AnswerRecord(PauseId("p1"), T1, "y")]
+    )
+    await cp.commit(
+        T1,
+        owner,
+        CommitBatch(
+            tasks=[
+                TaskRecord(head.id, TaskId("task-9"), "n9", "failed", 2, error="boom"),
+                TaskRecord(head.id, TaskId("task-3"), "n3", "completed", 1, writes=[("k", 1)]),
+            ],
+            memos=[
+                MemoRecord(head.id, TaskId("task-2"), "a", [1]),
+                MemoRecord(head.id, TaskId("task-1"), "b", {"c": 2}),
+            ],
+        ),
+    )
     with pytest.raises(LeaseHeldError) as held:
         await cp.resume_thread(T1, me, 60.0)  # the owner is alive
     assert held.value.owner == owner
@@ -874,10 +891,20 @@ async def check_resume_thread(make: Factory) -> None:
     assert point.pauses == await cp.get_pauses(T1, thread.pending_pause_ids)
     assert [p.id for p in point.pauses] == ["p1"]
     assert point.answers == await cp.load_answers(T1)
-    assert list(point.answers) == ["p0"]
-    assert point.tasks == await cp.load_tasks(T1, "", head.id)
-    memos = {"task-1": {"llm": {"answer": 42}}}
-    assert point.memos == await cp.load_memos(T1, "", head.id) == memos
+    assert sorted(point.answers) == ["p0", "p1"] and point.answers[PauseId("p1")].value == "y"
+    tasks = await cp.load_tasks(T1, "", head.id)
+    assert point.tasks == tasks and list(point.tasks) == list(tasks)
+    assert list(tasks)[-2:] == ["task-9", "task-3"]
+    memos = await cp.load_memos(T1, "", head.id)
+    assert (
+        point.memos
+        == memos
+        == {
+            "task-1": {"llm": {"answer": 42}, "b": {"c": 2}},
+            "task-2": {"a": [1]},
+        }
+    )
+    assert list(point.memos["task-1"]) == ["llm", "b"]
     again = await cp.resume_thread(T1, me, 90.0)  # its own lease: taken again, extended
     assert again is not None and again.thread.lease_owner == me
     assert again.thread.lease_expires_at is not None
