@@ -418,11 +418,14 @@ def _write(
     ck = batch.checkpoint
     with _Txn(conn):
         ttl = batch.acquire_ttl
-        row = conn.execute(_THREAD, (thread_id,)).fetchone() if ttl is not None else None
-        if ttl is not None and row is None:
-            _create_thread(conn, thread_id, owner, batch, ttl)  # nothing to fence it off
-        else:
+        # A commit that takes the lease of a thread expected new creates its row whole, or
+        # finds it exists (then the lease is tested and the row fenced like any other).
+        created = ttl is not None and _create_thread(conn, thread_id, owner, batch, ttl)
+        if not created:
             if ttl is not None:
+                row = conn.execute(_THREAD, (thread_id,)).fetchone()
+                if row is None:  # (a head was expected: the thread should exist)
+                    raise HeadConflictError(thread_id, batch.expected_head, None)
                 _lease_existing(conn, thread_id, owner, ttl, row)
             if not conn.execute(sql, params).fetchall():
                 raise _fenced_off(conn, thread_id, owner, batch) or LeaseLostError(thread_id, owner)
@@ -448,18 +451,19 @@ def _write(
 
 def _create_thread(
     conn: sqlite3.Connection, thread_id: str, owner: str, batch: CommitBatch, ttl: float
-) -> None:
-    """The row of a thread a commit creates as it takes the lease, written whole at once
-    (its head, status and pauses, which the fenced update writes for an existing thread)."""
+) -> bool:
+    """Create the row of a thread a commit takes the lease of, written whole at once (its
+    head, status and pauses, which the fenced update writes for an existing thread); False
+    when the thread exists or a head is expected (it should exist), with nothing written."""
     if batch.check_head and batch.expected_head is not None:
-        raise HeadConflictError(thread_id, batch.expected_head, None)
+        return False
     upd = batch.thread
     ids = upd.pending_pause_ids if upd is not None else ()
     t = now()
-    conn.execute(
+    cur = conn.execute(
         "INSERT INTO gf_threads (thread_id, status, head, graph_name, lease_owner,"
         " lease_expires_at, pending_pause_ids, pending_count, created_at, updated_at)"
-        " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+        " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT (thread_id) DO NOTHING",
         (
             thread_id,
             upd.status if upd is not None else "running",
@@ -473,3 +477,4 @@ def _create_thread(
             t,
         ),
     )
+    return cur.rowcount == 1
