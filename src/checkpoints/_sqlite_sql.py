@@ -333,12 +333,14 @@ def _commit(
              _dumps(m.value, key=f"step {m.key!r}"), m.created_at)
             for m in batch.memos
         ] if batch.memos else []  # fmt: skip
+        # Rows as stored (the last column, blob_id, is set for a large value, spilled to
+        # gf_blobs inside the transaction); ``large`` lists their indexes.
         chans = [
             (thread_id, ns, c.channel, c.version, c.kind,
-             c.version if c.kind == "set" else c.base, _dumps(c.value, key=c.channel))
+             c.version if c.kind == "set" else c.base, _dumps(c.value, key=c.channel), None)
             for c in batch.channels
         ]  # fmt: skip
-        large = [i for i, row in enumerate(chans) if len(row[6]) > _INLINE_MAX]
+        large = [i for i, row in enumerate(chans) if len(row[6]) > _INLINE_MAX] if chans else []
         pauses = [
             (thread_id, p.id, p.ns, p.checkpoint_id, p.task_id, p.node, p.kind,
              _dumps(p.value, key=f"pause {p.id!r}"), p.created_at)
@@ -438,11 +440,10 @@ def _write(
                 "INSERT OR REPLACE INTO gf_checkpoints VALUES (?,?,?,?,?,?,?,?,?,?)", ck_row
             )
         if chans:
-            rows: list[tuple[Any, ...]] = [(*row, None) for row in chans]
             for i in large:
                 cur = conn.execute("INSERT INTO gf_blobs (data) VALUES (?)", (chans[i][6],))
-                rows[i] = (*chans[i][:6], None, cur.lastrowid)
-            conn.executemany("INSERT OR REPLACE INTO gf_channels VALUES (?,?,?,?,?,?,?,?)", rows)
+                chans[i] = (*chans[i][:6], None, cur.lastrowid)
+            conn.executemany("INSERT OR REPLACE INTO gf_channels VALUES (?,?,?,?,?,?,?,?)", chans)
         if pauses:
             conn.executemany(_UPSERT_PAUSE, pauses)
         if answers:

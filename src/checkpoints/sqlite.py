@@ -172,9 +172,11 @@ class SqliteCheckpointer:
         with self._lock:
             try:
                 conn = self._conn if self._conn is not None else self._open()
-                self._ensure_sync(True)  # durable unless the call itself relaxes it
+                if self._sync_level != self.synchronous:
+                    self._ensure_sync(True)  # durable unless the call itself relaxes it
                 return fn(conn)
             except sqlite3.DatabaseError as e:
+                self._drop_if_stuck()
                 if not _is_damage(e):
                     raise
                 who = f"thread {thread_id!r}: " if thread_id is not None else ""
@@ -183,8 +185,9 @@ class SqliteCheckpointer:
                     "backup",
                     thread_id=thread_id,
                 ) from e
-            finally:
-                self._drop_if_stuck()
+            except BaseException:
+                self._drop_if_stuck()  # (a call that returns never leaves a transaction open)
+                raise
 
     async def _run(self, thread_id: str | None, fn: Callable[[sqlite3.Connection], T]) -> T:
         """Run ``fn`` off the event loop, one call of this object at a time."""
