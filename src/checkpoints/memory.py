@@ -39,6 +39,7 @@ from checkpoints.models import (
     ThreadInfo,
     ThreadRecord,
     ThreadStatus,
+    check_head_order,
     now,
 )
 
@@ -151,6 +152,7 @@ class MemoryCheckpointer:
             raise LeaseLostError(thread_id, owner)
         if batch.check_head and rec.head != batch.expected_head:
             raise HeadConflictError(thread_id, batch.expected_head, rec.head)
+        check_head_order(batch)
         ns = batch.ns
         # Serialize everything first: a SerializationError leaves the store unchanged.
         tasks = [
