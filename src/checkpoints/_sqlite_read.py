@@ -14,14 +14,13 @@ from typing import Any
 from checkpoints._decode import load_value as _load
 from checkpoints._sqlite_sql import (
     _CKPT,
-    _HEAD_OF,
     _PAUSE,
     _bad_shape,
     _channel,
-    _check_head,
     _checkpoint,
     _pause,
 )
+from checkpoints.errors import CorruptCheckpointError
 from checkpoints.models import (
     AnswerRecord,
     CheckpointId,
@@ -33,25 +32,28 @@ from checkpoints.models import (
     ThreadId,
 )
 
-_THREAD_AND_HEAD = (  # _THREAD's columns, then the head checkpoint's (_CKPT's)
-    f"SELECT t.status, {_HEAD_OF.format(t='t')}, t.graph_name, t.lease_owner,"
-    " t.lease_expires_at, t.pending_pause_ids, t.created_at, t.updated_at, t.head, c.id,"
-    " c.parent_id, c.step, c.source, c.channel_versions, c.channel_bases, c.body, c.created_at"
-    f" FROM gf_threads t LEFT JOIN gf_checkpoints c ON c.thread_id = t.thread_id"
-    f" AND c.ns = '' AND c.id = {_HEAD_OF.format(t='t')} WHERE t.thread_id = ?"
+_THREAD_AND_HEAD = (
+    "SELECT t.status, t.head, t.graph_name, t.lease_owner, t.lease_expires_at,"
+    " t.pending_pause_ids, t.created_at, t.updated_at, c.id, c.parent_id, c.step, c.source,"
+    " c.channel_versions, c.channel_bases, c.body, c.created_at FROM gf_threads t LEFT JOIN"
+    " gf_checkpoints c ON c.thread_id = t.thread_id AND c.ns = '' AND c.id = t.head"
+    " WHERE t.thread_id = ?"
 )
 
 
 def read_thread_and_head(conn: sqlite3.Connection, thread_id: str) -> tuple[Any, Any] | None:
     """The thread row (``_THREAD``'s columns) and its head checkpoint row (``_CKPT``'s), or
-    None when the thread does not exist or has no head. A missing head is damage."""
+    None when the thread does not exist or has no head. A missing head row is damage."""
     row = conn.execute(_THREAD_AND_HEAD, (thread_id,)).fetchone()
-    if row is None:
+    if row is None or row[1] is None:
         return None
-    _check_head(thread_id, row)
-    if row[1] is None:
-        return None
-    return row[:9], row[9:]
+    if row[8] is None:  # a head without its checkpoint: never guess
+        raise CorruptCheckpointError(
+            f"thread {thread_id!r}: head checkpoint {row[1]!r} is missing",
+            thread_id=thread_id,
+            checkpoint_id=row[1],
+        )
+    return row[:8], row[8:]
 
 
 def read_checkpoint(

@@ -30,35 +30,23 @@ from checkpoints.models import (
     TaskSpec,
     ThreadId,
     ThreadRecord,
-    check_head_order,
-    id_version,
     now,
-    observe_version,
 )
 
 T = TypeVar("T")
 _dumps = serde.dumps
 
-# The thread head is the newest checkpoint of the root namespace (ids sort by time): a step
-# commit writes its checkpoint and nothing in the thread row. The row's ``head`` column is
-# the head recorded when the row last changed (status, pauses, lease release); a derived
-# head older than it means the newest checkpoints were deleted (damage).
-_HEAD_OF = (
-    "(SELECT max(c.id) FROM gf_checkpoints c WHERE c.thread_id = {t}.thread_id AND c.ns = '')"
-)
 _THREAD = (
-    f"SELECT status, {_HEAD_OF.format(t='gf_threads')}, graph_name, lease_owner,"
-    " lease_expires_at, pending_pause_ids, created_at, updated_at, head FROM gf_threads"
-    " WHERE thread_id = ?"
+    "SELECT status, head, graph_name, lease_owner, lease_expires_at, pending_pause_ids,"
+    " created_at, updated_at FROM gf_threads WHERE thread_id = ?"
 )
 _NEW_THREAD = (
     "INSERT INTO gf_threads (thread_id, status, graph_name, lease_owner, lease_expires_at,"
     " pending_count, created_at, updated_at) VALUES (?, 'running', ?, ?, ?, 0, ?, ?)"
 )
-_INFO = (  # a resting thread's recorded head is its head; a running one's is derived
-    "SELECT thread_id, status, updated_at, pending_count, graph_name, CASE status WHEN"
-    f" 'running' THEN coalesce({_HEAD_OF.format(t='gf_threads')}, head) ELSE head END,"
-    " created_at FROM gf_threads"
+_INFO = (
+    "SELECT thread_id, status, updated_at, pending_count, graph_name, head, created_at"
+    " FROM gf_threads"
 )
 _CKPT = (
     "SELECT id, parent_id, step, source, channel_versions, channel_bases, body, created_at"
@@ -105,8 +93,8 @@ def _fenced_update(set_head: bool, update: bool, check_head: bool, release: bool
     status (``updated_at`` moves with it), the lease on release. Nothing to change: a read.
     """
     sets = []
-    if update or release:  # the row changes anyway: record the head in it too
-        sets.append("head = ?" if set_head else f"head = {_HEAD_OF.format(t='gf_threads')}")
+    if set_head:
+        sets.append("head = ?")
     if update:
         # With a status change, whether the lease is given up is a parameter (the first and
         # the last commit of a run share one statement: one fewer to prepare per process).
@@ -118,9 +106,7 @@ def _fenced_update(set_head: bool, update: bool, check_head: bool, release: bool
         )
     elif release:
         sets.append("lease_owner = NULL, lease_expires_at = NULL")
-    where = "thread_id = ? AND lease_owner = ?"
-    if check_head:
-        where += f" AND {_HEAD_OF.format(t='gf_threads')} IS ?"
+    where = "thread_id = ? AND lease_owner = ?" + (" AND head IS ?" if check_head else "")
     if not sets:
         return f"SELECT 1 FROM gf_threads WHERE {where}"
     return f"UPDATE gf_threads SET {', '.join(sets)} WHERE {where} RETURNING 1"
@@ -254,21 +240,7 @@ def _channel(
     return value
 
 
-def _check_head(thread_id: str, row: Any) -> None:
-    """Refuse a thread (``_THREAD``'s columns) whose derived head is older than the head its
-    row recorded: checkpoints up to the recorded one were committed, so they were deleted."""
-    recorded = row[8]
-    if recorded is not None and (row[1] is None or row[1] < recorded):
-        raise CorruptCheckpointError(
-            f"thread {thread_id!r}: head checkpoint {recorded!r} is missing",
-            thread_id=thread_id,
-            checkpoint_id=recorded,
-        )
-
-
 def _thread_record(thread_id: str, row: Any) -> ThreadRecord:
-    """A thread from ``_THREAD``'s columns (the head derived; the recorded head last)."""
-    _check_head(thread_id, row)
     ids: tuple[PauseId, ...] = ()
     if row[5] is not None:
         found = _load(row[5], thread_id, row[1], "pending pauses")
@@ -295,7 +267,6 @@ def _checkpoint(thread_id: str, ns: str, row: Any) -> CheckpointRecord:
             and type(metadata) is dict
         ):
             raise TypeError("versions, bases, frontier or metadata of the wrong type")
-        observe_version(max(id_version(cid), max(versions.values(), default=0)))
         return CheckpointRecord(
             id=cid,
             thread_id=ThreadId(thread_id),
@@ -324,11 +295,7 @@ def _fenced_off(
     conn: sqlite3.Connection, thread_id: str, owner: str, batch: CommitBatch
 ) -> CheckpointError | None:
     """The error a fenced commit hits (the lease first, then the head), if any."""
-    row = conn.execute(
-        f"SELECT lease_owner, {_HEAD_OF.format(t='gf_threads')} FROM gf_threads"
-        " WHERE thread_id = ?",
-        (thread_id,),
-    )
+    row = conn.execute("SELECT lease_owner, head FROM gf_threads WHERE thread_id = ?", (thread_id,))
     found = row.fetchone()
     if found is None or found[0] != owner:
         return LeaseLostError(thread_id, owner)
@@ -422,7 +389,7 @@ def _commit(
     release = batch.release
     sql = _fenced_update(set_head, upd is not None, batch.check_head, upd is None and release)
     params: list[Any] = []
-    if set_head and (upd is not None or release):
+    if set_head:
         params.append(ck.id)  # type: ignore[union-attr]
     if upd is not None:
         params += (now(), upd.status, pending, len(ids), upd.graph_name, release, release)
@@ -464,7 +431,6 @@ def _write(
                 _lease_existing(conn, thread_id, owner, ttl, row)
             if not conn.execute(sql, params).fetchall():
                 raise _fenced_off(conn, thread_id, owner, batch) or LeaseLostError(thread_id, owner)
-            check_head_order(batch)  # (the head is the expected one)
         if tasks:
             conn.executemany(_UPSERT_TASK, tasks)
         if memos:

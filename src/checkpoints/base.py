@@ -9,9 +9,6 @@ Contract shared by all backends (checked by ``tests/checkpoints/conformance.py``
   first takes the lease in the same transaction (``LeaseHeldError`` when a live other owner
   holds it); with ``batch.release`` it gives the lease up in it. ``batch.durable=False``
   allows a commit that does not wait for an fsync, for a store that keeps commits in order.
-- The head of a thread is its newest root checkpoint: a root checkpoint committed with
-  ``check_head`` must have an id that sorts after ``expected_head`` (``ValueError`` otherwise;
-  ``new_checkpoint_id`` makes such ids), so a backend may derive the head from the ids.
 - Values inside records are serialized with ``checkpoints.serde`` when written; a value that
   cannot be stored raises ``SerializationError`` (naming the key) and nothing is written.
 - Reads of records that cannot be decoded raise ``CorruptCheckpointError`` naming the thread

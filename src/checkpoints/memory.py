@@ -39,7 +39,6 @@ from checkpoints.models import (
     ThreadInfo,
     ThreadRecord,
     ThreadStatus,
-    check_head_order,
     now,
 )
 
@@ -152,7 +151,6 @@ class MemoryCheckpointer:
             raise LeaseLostError(thread_id, owner)
         if batch.check_head and rec.head != batch.expected_head:
             raise HeadConflictError(thread_id, batch.expected_head, rec.head)
-        check_head_order(batch)
         ns = batch.ns
         # Serialize everything first: a SerializationError leaves the store unchanged.
         tasks = [

@@ -236,20 +236,7 @@ def _initial(db: Database) -> None:
     )
 
 
-def _derived_head(db: Database) -> None:
-    """The thread head becomes the newest checkpoint of the root namespace.
-
-    A step's commit no longer rewrites the thread row; ``gf_threads.head`` keeps the head
-    recorded when the row last changed (its status, pauses or lease), older than the real
-    one while a run is under way. No table changes, but code that read ``head`` as the
-    head (0001 only) would resume from an older checkpoint: the version tells it to stop.
-    """
-
-
-MIGRATIONS: tuple[Migration, ...] = (
-    ("0001_initial", _initial),
-    ("0002_derived_head", _derived_head),
-)
+MIGRATIONS: tuple[Migration, ...] = (("0001_initial", _initial),)
 """Every migration, oldest first. Append only."""
 
 SCHEMA_VERSION = len(MIGRATIONS)

@@ -82,26 +82,6 @@ def next_version() -> int:
     return t
 
 
-def observe_version(version: int) -> None:
-    """Make every later ``next_version`` larger than ``version`` (a version or the time part
-    of a checkpoint id read from storage), whatever this process's clock says.
-
-    A thread's head is its newest checkpoint id, so a process whose clock is behind the one
-    that wrote the head must still write larger ids.
-    """
-    with _id_lock:
-        if version > _id_last[0]:
-            _id_last[0] = version
-
-
-def id_version(checkpoint_id: str) -> int:
-    """The time part of a checkpoint id made by ``new_checkpoint_id`` (0 for another id)."""
-    try:
-        return int(checkpoint_id.partition("-")[0], 16)
-    except ValueError:
-        return 0
-
-
 def new_checkpoint_id() -> CheckpointId:
     """A time-ordered, unique id: sorting ids as strings sorts them by creation time."""
     return CheckpointId(f"{next_version():014x}-{_id_node}")
@@ -357,19 +337,3 @@ class CommitBatch:
     depends on yet (a run's input checkpoint, made before any node runs): a store that keeps
     commits in order makes it durable with the next durable commit, and a crash before that
     loses only the call that had not returned."""
-
-
-def check_head_order(batch: CommitBatch) -> None:
-    """Refuse a root checkpoint whose id does not sort after the head it replaces.
-
-    The head of a thread is its newest root checkpoint; ids from ``new_checkpoint_id`` sort by
-    creation (also across processes: see ``observe_version``). Raises ``ValueError``.
-    """
-    ck = batch.checkpoint
-    if ck is not None and batch.ns == "" and batch.check_head:
-        head = batch.expected_head
-        if head is not None and ck.id <= head:
-            raise ValueError(
-                f"checkpoint id {ck.id!r} does not sort after the head {head!r} it replaces; "
-                "make ids with new_checkpoint_id()"
-            )

@@ -17,10 +17,6 @@ module adds durability and multi-process safety. Decisions behind it:
   the head compare-and-set cannot race with another process, and a transaction never fails
   upgrading from read to write. Reads of several statements share one deferred transaction
   (one snapshot).
-- **The head is derived.** A thread's head is its newest root checkpoint (ids sort by
-  time); a step's commit writes its checkpoint and channel values, not the thread row, which
-  records the head only when it changes anyway (status, pauses, lease). A derived head older
-  than the recorded one means checkpoints were deleted: ``CorruptCheckpointError``.
 - **Values are serialized before the transaction begins**: a ``SerializationError`` writes
   nothing and the write lock is held only for SQL.
 - **Damage is reported, never guessed around.** SQLite's "file is not a database" and

@@ -444,8 +444,7 @@ async def test_processes_racing_on_a_new_file(path: Path) -> None:
         for proc in procs:
             await proc.aclose()
     assert results == ["held", "held", "held", "won"]
-    names = await raw(path, "SELECT name FROM _graphflow_migrations ORDER BY name")
-    assert names == [(name,) for name, _ in migrations.MIGRATIONS]
+    assert await raw(path, "SELECT name FROM _graphflow_migrations") == [("0001_initial",)]
 
 
 @pytest.mark.anyio
@@ -659,9 +658,8 @@ async def test_deleted_rows(cp: SqliteCheckpointer, path: Path) -> None:
     with pytest.raises(CorruptCheckpointError) as err:
         await cp.resume_thread(T1, new_owner(), 60.0)
     assert (err.value.thread_id, err.value.checkpoint_id) == (T1, head)
-    assert await raw(path, "SELECT lease_owner FROM gf_threads") == [(None,)]
-    with pytest.raises(CorruptCheckpointError):  # the thread itself is reported damaged
-        await cp.get_thread(T1)
+    th = await cp.get_thread(T1)
+    assert th is not None and th.lease_owner is None
 
 
 @pytest.mark.anyio
@@ -780,80 +778,3 @@ async def test_relaxed_writes_never_leave_the_connection_relaxed(path: Path) -> 
     assert await on_connection(cp, "PRAGMA synchronous") == [(2,)]
     assert (await cp.get_checkpoint(T1)) == ck
     await cp.close()
-
-
-# -- the derived head ----------------------------------------------------------------------------
-
-
-@pytest.mark.anyio
-async def test_a_step_commit_leaves_the_thread_row_alone(
-    cp: SqliteCheckpointer, path: Path
-) -> None:
-    """The head is the newest root checkpoint: a step that changes no status writes its
-    checkpoint only; the row records the head again when it changes (here, on pausing)."""
-    owner = new_owner()
-    await cp.acquire_lease(T1, owner, 60.0)
-    first = c.step_batch(None, {"x": 0})
-    await cp.commit(T1, owner, first)
-    assert first.checkpoint is not None
-    head = first.checkpoint.id
-    before = await raw(path, "SELECT * FROM gf_threads")
-    for step in range(1, 4):
-        batch = c.step_batch(head, {"x": step}, step=step)
-        batch.thread = None
-        await cp.commit(T1, owner, batch)
-        assert batch.checkpoint is not None
-        head = batch.checkpoint.id
-    assert await raw(path, "SELECT * FROM gf_threads") == before  # not rewritten
-    rec = await cp.get_thread(T1)
-    assert rec is not None and rec.head == head and rec.status == "running"
-    pause = c.ThreadUpdate("paused", (PauseId("p"),))
-    await cp.commit(T1, owner, CommitBatch(thread=pause, release=True))
-    assert await raw(path, "SELECT head, status, lease_owner FROM gf_threads") == [
-        (head, "paused", None)
-    ]
-
-
-@pytest.mark.anyio
-async def test_deleting_the_newest_checkpoints_of_a_resting_thread_is_damage(
-    cp: SqliteCheckpointer, path: Path
-) -> None:
-    _owner, head = await fill(cp, 4)
-    await raw(path, "DELETE FROM gf_checkpoints")  # every checkpoint of the thread
-    with pytest.raises(CorruptCheckpointError) as err:
-        await cp.get_thread(T1)
-    assert err.value.checkpoint_id == head
-    infos = await cp.list_threads()  # listing decodes nothing and stays available
-    assert [i.thread_id for i in infos] == [T1]
-
-
-@pytest.mark.anyio
-async def test_ids_made_after_reading_a_checkpoint_sort_after_it(
-    cp: SqliteCheckpointer, path: Path
-) -> None:
-    """A process whose clock is behind the one that wrote a thread's head still writes
-    larger ids once it has read that head (the head is the largest id)."""
-    from checkpoints.models import id_version, new_checkpoint_id
-
-    await fill(cp, 1)
-    future = f"{id_version(new_checkpoint_id()) + 10**12:014x}-ffffff"  # ~11 days ahead
-    await raw(path, "UPDATE gf_checkpoints SET id = ?", (future,))
-    await raw(path, "UPDATE gf_threads SET head = ?", (future,))
-    ck = await cp.get_checkpoint(T1)
-    assert ck is not None and ck.id == future
-    assert new_checkpoint_id() > future
-
-
-@pytest.mark.anyio
-async def test_a_file_of_schema_1_is_migrated_to_the_derived_head(path: Path) -> None:
-    store = SqliteCheckpointer(path)
-    await fill(store, 2)
-    await store.close()
-    await raw(path, "DELETE FROM _graphflow_migrations WHERE name = '0002_derived_head'")
-    await raw(path, "UPDATE _graphflow_meta SET value = 1 WHERE key = 'schema_version'")
-    again = SqliteCheckpointer(path)
-    rec = await again.get_thread(T1)
-    assert rec is not None and rec.status == "running"
-    names = await raw(path, "SELECT name FROM _graphflow_migrations ORDER BY name")
-    assert names == [("0001_initial",), ("0002_derived_head",)]
-    await again.close()

@@ -732,9 +732,7 @@ def _file(fn: Callable[[bytes], bytes]) -> Callable[[Path], None]:
     return mutate
 
 
-# The head: the newest checkpoint of the root namespace (the thread row records it only when
-# the row changes, so mid-run it names an older one).
-HEAD = "(SELECT max(id) FROM gf_checkpoints WHERE thread_id = 't' AND ns = '')"
+HEAD = "(SELECT head FROM gf_threads WHERE thread_id = 't')"
 GARBAGE = random.Random(8).randbytes(48)
 
 CORRUPTIONS = [
