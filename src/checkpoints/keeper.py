@@ -52,7 +52,7 @@ class LeaseKeeper:
         self._leases: dict[int, _Lease] = {}
         self._ids = itertools.count()
         self._started = False
-        self._wake_at = float("inf")  # when the keeper thread next looks (inf: waits)
+        self._wake_at = float("inf")  # when the keeper thread next looks (at most 1 s ahead)
 
     def hold(self, store: Checkpointer, thread_id: str, owner: str, ttl: float) -> int:
         """Keep ``owner``'s lease on ``thread_id`` alive; return a key for ``drop``."""
