@@ -134,7 +134,8 @@ class Run(RunStart, TaskRunner):
         self.token: anyio.lowlevel.EventLoopToken | None = (
             parent.token if parent else anyio.lowlevel.current_token() if sink else None
         )
-        self._unflushed: list[TaskRecord] = []
+        self._unflushed: list[TaskRecord] = []  # records of this step's finished tasks
+        self._unrecorded: list[Outcome] = []  # outcomes of this step's tasks with no record yet
         self._lease_on_commit = False  # the next commit takes the lease (a new input)
         self._guessing_new = False  # that commit assumes a new thread (see _execute_leased)
         self._released = False  # the run's last commit gave the lease up
@@ -491,8 +492,8 @@ class Run(RunStart, TaskRunner):
         pauses: list[tuple[TaskSpec, PauseRequest]],
         nested: list[PauseRecord],
     ) -> RunResult:
-        records = self._unflushed
-        self._unflushed = []
+        records = self._unflushed + [self._record(ck, o) for o in self._unrecorded]
+        self._unflushed, self._unrecorded = [], []
         created = now()
         new_pauses: list[PauseRecord] = []
         all_pauses: list[PauseRecord] = []
@@ -608,7 +609,8 @@ class Run(RunStart, TaskRunner):
         # Records finishing with the step need not be stored: the checkpoint that applies
         # them says they completed. Only a retried task's record (its attempts) is kept.
         records = [r for r in self._unflushed if r.attempts > 1]
-        self._unflushed = []
+        records += [self._record(ck, o) for o in self._unrecorded if o.attempts > 1]
+        self._unflushed, self._unrecorded = [], []
         for r in records:
             r.writes = None
         await self._commit_checkpoint(new, writes, frontier, records)

@@ -12,7 +12,7 @@ from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequenc
 from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, cast
+from typing import TYPE_CHECKING, Any
 
 import anyio
 import anyio.abc
@@ -70,6 +70,7 @@ class TaskRunner:
     mode: str
     answers: dict[str, Any]
     _unflushed: list[TaskRecord]
+    _unrecorded: list[Outcome]
     _running: int
     _flush_lock: anyio.Lock | None
 
@@ -114,7 +115,7 @@ class TaskRunner:
             o = await self._run_task(job(specs[0]), inline=True)
             outcomes[o.spec.id] = o
             self._running = 0
-            self._unflushed.append(self._record(ck, o))
+            self._unrecorded.append(o)  # its record is made only if the step needs it
             return
         sync = [s for s in specs if not self.graph.nodes[s.node].is_async]
         async with task_group() as tg:
@@ -162,8 +163,9 @@ class TaskRunner:
         )
 
     def _context(self, job: _Job, attempt: int) -> NodeContext:
+        run: Run = self  # type: ignore[assignment]  # a TaskRunner is always the base of a Run
         return NodeContext(
-            cast("Run", self),  # a TaskRunner is always the base of a Run
+            run,
             task_id=job.spec.id,
             node=self._node_path(job.spec.node),
             step=job.step,
@@ -193,14 +195,16 @@ class TaskRunner:
         while True:
             attempt += 1
             ctx = self._context(job, attempt)
-            self._task_start(ctx, job)
+            if self.sink is not None:
+                self._task_start(ctx, job)
             result: Any = None
             exc: BaseException | None = None
             try:
                 result = await self._call(node, state, ctx, inline)
             except (PauseSignal, Exception) as e:
                 exc = e
-            wait = self._retry(node, exc, attempt - job.prior_attempts)
+            tries = attempt - job.prior_attempts
+            wait = None if node.retry is None else self._retry(node, exc, tries)
             if wait is None:
                 return self._finish(ctx, job, result, exc, attempt, started)
             await anyio.sleep(wait)
@@ -215,7 +219,8 @@ class TaskRunner:
         while True:
             attempt += 1
             ctx = self._context(job, attempt)
-            self._task_start(ctx, job)
+            if self.sink is not None:
+                self._task_start(ctx, job)
             result: Any = None
             exc: BaseException | None = None
             token = set_current(ctx)
@@ -225,7 +230,8 @@ class TaskRunner:
                 exc = e
             finally:
                 reset_current(token)
-            wait = self._retry(node, exc, attempt - job.prior_attempts)
+            tries = attempt - job.prior_attempts
+            wait = None if node.retry is None else self._retry(node, exc, tries)
             if wait is None:
                 return self._finish(ctx, job, result, exc, attempt, started)
             time.sleep(wait)
