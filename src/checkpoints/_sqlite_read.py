@@ -173,7 +173,7 @@ def read_answers(
     rows = conn.execute(
         f"SELECT {_ANSWER_COLS} FROM gf_answers WHERE thread_id = ? ORDER BY seq", (thread_id,)
     ).fetchall()
-    return _answers(rows, thread_id, None if wanted is None else wanted)
+    return _answers(rows, thread_id, wanted)
 
 
 def read_step_records(
