@@ -195,16 +195,14 @@ class TaskRunner:
         while True:
             attempt += 1
             ctx = self._context(job, attempt)
-            if self.sink is not None:
-                self._task_start(ctx, job)
+            self._task_start(ctx, job)
             result: Any = None
             exc: BaseException | None = None
             try:
                 result = await self._call(node, state, ctx, inline)
             except (PauseSignal, Exception) as e:
                 exc = e
-            tries = attempt - job.prior_attempts
-            wait = None if node.retry is None else self._retry(node, exc, tries)
+            wait = self._retry(node, exc, attempt - job.prior_attempts)
             if wait is None:
                 return self._finish(ctx, job, result, exc, attempt, started)
             await anyio.sleep(wait)
@@ -219,8 +217,7 @@ class TaskRunner:
         while True:
             attempt += 1
             ctx = self._context(job, attempt)
-            if self.sink is not None:
-                self._task_start(ctx, job)
+            self._task_start(ctx, job)
             result: Any = None
             exc: BaseException | None = None
             token = set_current(ctx)
@@ -230,8 +227,7 @@ class TaskRunner:
                 exc = e
             finally:
                 reset_current(token)
-            tries = attempt - job.prior_attempts
-            wait = None if node.retry is None else self._retry(node, exc, tries)
+            wait = self._retry(node, exc, attempt - job.prior_attempts)
             if wait is None:
                 return self._finish(ctx, job, result, exc, attempt, started)
             time.sleep(wait)
