@@ -11,7 +11,8 @@ module adds durability and multi-process safety. Decisions behind it:
   where nothing else runs: there calls run inline, as a thread hop costs about as much as
   an fsync'd commit.
 - **Durable commits.** WAL with ``synchronous=FULL`` (the default): ``commit`` returns after
-  the WAL is fsync'd (promise 2).
+  the WAL is fsync'd (promise 2). A lease alone, or a run's input checkpoint, waits for no
+  fsync: the next durable commit covers it (``_ensure_sync``, ``_lease_txn``).
 - **Every write is ``BEGIN IMMEDIATE``**, so the write lock is taken (waiting up to
   ``busy_timeout`` for other processes) before anything is read: the lease test-and-set and
   the head compare-and-set cannot race with another process, and a transaction never fails
@@ -121,6 +122,7 @@ class SqliteCheckpointer:
         if synchronous.upper() not in ("OFF", "NORMAL", "FULL", "EXTRA"):
             raise ValueError(f"synchronous must be OFF, NORMAL, FULL or EXTRA, not {synchronous!r}")
         self.path = os.fspath(path)
+        self._wal_path = self.path + "-wal"
         self.busy_timeout = busy_timeout
         self.synchronous = synchronous.upper()
         self._conn: sqlite3.Connection | None = None
@@ -206,6 +208,10 @@ class SqliteCheckpointer:
         def close() -> None:
             with self._lock:
                 if self._conn is not None:
+                    if self._sync_level == "OFF" != self.synchronous:
+                        # closing checkpoints the WAL: never without its syncs
+                        with contextlib.suppress(sqlite3.Error):
+                            self._ensure_sync(True)
                     self._conn.close()
                     self._conn = None
 
@@ -221,29 +227,61 @@ class SqliteCheckpointer:
 
         return await self._run(thread_id, run)
 
-    def _ensure_sync(self, durable: bool) -> None:
+    def _ensure_sync(self, durable: bool, *, off: bool = False) -> None:
         """Set the connection's ``synchronous`` for the next transaction (outside of one).
 
         A transaction nothing durable depends on yet (a lease, a run's input checkpoint) is
         committed without waiting for an fsync: it is visible to other processes at once, and
         WAL keeps commits in order, so the next fsync'd commit makes it durable too. The level
-        is changed before BEGIN, never after COMMIT, so nothing runs once a commit is done.
+        is changed before BEGIN (SQLite refuses it inside a transaction). ``off``: not even
+        the WAL header's sync (see ``_lease_txn``).
         """
-        want = (
-            self.synchronous if durable or self.synchronous not in ("FULL", "EXTRA") else "NORMAL"
-        )
+        if off:
+            want = "OFF"
+        elif durable or self.synchronous not in ("FULL", "EXTRA"):
+            want = self.synchronous
+        else:
+            want = "NORMAL"
         if self._sync_level != want:
             assert self._conn is not None
             self._conn.execute(f"PRAGMA synchronous={want}")
             self._sync_level = want
 
+    def _wal_is_empty(self) -> bool:
+        try:
+            return os.stat(self._wal_path).st_size == 0
+        except FileNotFoundError:
+            return True
+
     @contextlib.contextmanager
     def _lease_txn(self, conn: sqlite3.Connection) -> Iterator[None]:
         """A write transaction for a lease alone: it need not wait for an fsync (a power loss
-        that drops it also ended its owner; see ``_ensure_sync``)."""
-        self._ensure_sync(False)
-        with _Txn(conn):
-            yield
+        that drops it also ended its owner; see ``_ensure_sync``).
+
+        When the WAL file is empty (a process's first write to a store no other process has
+        open: every resume in a new process) this transaction's frames start it, and at
+        ``NORMAL`` SQLite would sync the new WAL header and its directory, the costliest
+        sync of a resumed run. That sync guards against replaying an earlier cycle's frames
+        after a power loss; an empty file has none, so the transaction runs at ``OFF``, and
+        the next fsync'd commit (or checkpoint, which syncs the WAL first) makes header and
+        directory durable (a lease writes a page or two: no automatic checkpoint follows it
+        into an empty WAL). The emptiness is checked again under the write lock: another
+        process may have written in between. The durable level is set again at once, so a
+        checkpoint (on close, or SQLite's automatic one) never runs at ``OFF``.
+        """
+        off = self.synchronous != "OFF" and self._wal_is_empty()
+        self._ensure_sync(False, off=off)
+        try:
+            with _Txn(conn):
+                if off and not self._wal_is_empty():  # another process wrote since the look
+                    conn.execute("ROLLBACK")
+                    self._ensure_sync(False)
+                    conn.execute("BEGIN IMMEDIATE")
+                yield
+        finally:
+            if self._sync_level == "OFF" != self.synchronous:
+                with contextlib.suppress(sqlite3.Error):  # else _call sets it before its next use
+                    self._ensure_sync(True)
 
     async def acquire_lease(
         self, thread_id: ThreadId, owner: str, ttl: float, *, graph_name: str | None = None

@@ -778,3 +778,94 @@ async def test_relaxed_writes_never_leave_the_connection_relaxed(path: Path) -> 
     assert await on_connection(cp, "PRAGMA synchronous") == [(2,)]
     assert (await cp.get_checkpoint(T1)) == ck
     await cp.close()
+
+
+def trace_statements(cp: SqliteCheckpointer) -> list[str]:
+    """The statements cp's connection runs from now on (PRAGMAs, BEGIN and COMMIT included)."""
+    assert cp._conn is not None
+    seen: list[str] = []
+    cp._conn.set_trace_callback(lambda sql: seen.append(" ".join(sql.split())[:40]))
+    return seen
+
+
+def around_commit(seen: list[str]) -> list[str]:
+    """The transaction-control statements in ``seen``, in order."""
+    keep = ("PRAGMA synchronous", "BEGIN", "COMMIT", "ROLLBACK")
+    return [s for s in seen if s.startswith(keep)]
+
+
+@pytest.mark.anyio
+async def test_a_lease_that_starts_the_wal_is_not_synced_alone(path: Path) -> None:
+    """A process's first write to a closed store (its WAL is empty) is a lease: it starts the
+    WAL without syncing its header (the next durable commit syncs it); later leases, whose
+    WAL holds frames, keep SQLite's header sync; the level is FULL again right after."""
+    cp = SqliteCheckpointer(path)
+    await cp.close()  # the last close checkpoints and deletes the WAL
+    await cp.setup()
+    assert os.path.getsize(f"{path}-wal") == 0
+    seen = trace_statements(cp)
+    owner, _ = await fill(cp, 1)  # a lease, then a step's durable commit
+    assert around_commit(seen) == [
+        "PRAGMA synchronous=OFF", "BEGIN IMMEDIATE", "COMMIT", "PRAGMA synchronous=FULL",
+        "BEGIN IMMEDIATE", "COMMIT",
+    ]  # fmt: skip
+    seen.clear()
+    await cp.release_lease(T1, owner)
+    assert around_commit(seen) == ["PRAGMA synchronous=NORMAL", "BEGIN IMMEDIATE", "COMMIT"]
+    await cp.close()
+    cp = SqliteCheckpointer(path)  # resume_thread, as a resuming process calls it
+    seen = trace_statements(cp)
+    point = await cp.resume_thread(T1, "again", 60.0)
+    assert point is not None and point.thread.lease_owner == "again"
+    assert around_commit(seen)[0] == "PRAGMA synchronous=OFF"
+    assert await on_connection(cp, "PRAGMA synchronous") == [(2,)]
+    await cp.close()
+    assert await raw(path, "SELECT lease_owner FROM gf_threads") == [("again",)]
+
+
+@pytest.mark.anyio
+async def test_a_write_between_the_look_and_the_lock_keeps_the_header_sync(
+    path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Another process writing after the WAL was seen empty, before this one's BEGIN: the
+    lease is taken again at NORMAL (SQLite syncs the header of a WAL it restarts)."""
+    cp = SqliteCheckpointer(path)
+    await cp.close()
+    await cp.setup()
+    looks: list[bool] = []
+    real_look = cp._wal_is_empty
+
+    def look() -> bool:
+        empty = real_look()
+        if not looks:  # the first look: another process writes right after it
+            other = sqlite3.connect(path, isolation_level=None)
+            other.execute("INSERT INTO _graphflow_meta VALUES ('probe', 1)")
+            other.close()
+        looks.append(empty)
+        return empty
+
+    monkeypatch.setattr(cp, "_wal_is_empty", look)
+    seen = trace_statements(cp)
+    await cp.acquire_lease(T1, "me", 60.0)
+    assert looks == [True, False]
+    assert around_commit(seen) == [
+        "PRAGMA synchronous=OFF", "BEGIN IMMEDIATE", "ROLLBACK", "PRAGMA synchronous=NORMAL",
+        "BEGIN IMMEDIATE", "COMMIT",
+    ]  # fmt: skip
+    assert (await cp.get_thread(T1)) is not None
+    assert await on_connection(cp, "PRAGMA synchronous") == [(2,)]
+    await cp.close()
+
+
+@pytest.mark.anyio
+async def test_closing_never_checkpoints_at_synchronous_off(path: Path) -> None:
+    """Closing checkpoints the WAL into the file: if a failure left the connection at OFF, the
+    durable level is set first, so that checkpoint syncs."""
+    cp = SqliteCheckpointer(path)
+    await fill(cp, 1)
+    with cp._lock:
+        cp._ensure_sync(False, off=True)  # as a lease whose restore failed leaves it
+    seen = trace_statements(cp)
+    await cp.close()
+    assert around_commit(seen) == ["PRAGMA synchronous=FULL"]
+    assert not os.path.exists(f"{path}-wal")  # checkpointed and removed
