@@ -45,8 +45,11 @@ _NEW_THREAD = (
     " pending_count, created_at, updated_at) VALUES (?, 'running', ?, ?, ?, 0, ?, ?)"
 )
 _INFO = (
-    "SELECT thread_id, status, updated_at, pending_count, graph_name, head, created_at"
-    " FROM gf_threads"
+    "SELECT thread_id, status, updated_at, pending_count, graph_name, created_at FROM gf_threads"
+)
+_INFO_OF_STATUS = (  # every column from the threads_by_status index: no row is looked up
+    "SELECT thread_id, updated_at, pending_count, graph_name, created_at FROM gf_threads"
+    " WHERE status = ? ORDER BY updated_at DESC, thread_id DESC"
 )
 _CKPT = (
     "SELECT id, parent_id, step, source, channel_versions, channel_bases, body, created_at"

@@ -273,7 +273,6 @@ class ThreadInfo:
     updated_ts: float
     pending_pauses: int
     graph_name: str | None = None
-    head_checkpoint_id: str | None = None
     created_ts: float | None = None
 
     @property
@@ -295,7 +294,6 @@ class ThreadInfo:
             rec.updated_at,
             len(rec.pending_pause_ids),
             rec.graph_name,
-            rec.head,
             rec.created_at,
         )
 

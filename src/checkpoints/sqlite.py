@@ -60,6 +60,7 @@ from checkpoints._sqlite_sql import (
     _DECISION,
     _DISPATCH,
     _INFO,
+    _INFO_OF_STATUS,
     _INSERT_ANSWER,
     _PAUSE,
     _THREAD,
@@ -350,12 +351,13 @@ class SqliteCheckpointer:
         """Threads, most recently updated first (by status: a range of the status index)."""
 
         def run(conn: sqlite3.Connection) -> list[ThreadInfo]:
-            order = " ORDER BY updated_at DESC, thread_id DESC"
             if status is None:
-                rows = conn.execute(_INFO + order).fetchall()
-            else:  # a backwards range of the threads_by_status index
-                rows = conn.execute(_INFO + " WHERE status = ?" + order, (status,)).fetchall()
-            return [ThreadInfo(*row) for row in rows]
+                sql = _INFO + " ORDER BY updated_at DESC, thread_id DESC"
+                return [ThreadInfo(*row) for row in conn.execute(sql).fetchall()]
+            # A backwards range of the threads_by_status index, which holds every column read
+            # (the status is the one asked for: not read back for each row).
+            rows = conn.execute(_INFO_OF_STATUS, (status,)).fetchall()
+            return [ThreadInfo(t, status, up, n, g, cr) for t, up, n, g, cr in rows]
 
         return await self._run(None, run)
 
