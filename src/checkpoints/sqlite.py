@@ -123,7 +123,9 @@ class SqliteCheckpointer:
         if synchronous.upper() not in ("OFF", "NORMAL", "FULL", "EXTRA"):
             raise ValueError(f"synchronous must be OFF, NORMAL, FULL or EXTRA, not {synchronous!r}")
         self.path = os.fspath(path)
-        self._wal_path = self.path + "-wal"
+        # Where SQLite keeps the WAL: next to the file, symlinks resolved, whatever the
+        # working directory becomes later.
+        self._wal_path = os.path.realpath(self.path) + "-wal"
         self.busy_timeout = busy_timeout
         self.synchronous = synchronous.upper()
         self._conn: sqlite3.Connection | None = None
@@ -251,8 +253,8 @@ class SqliteCheckpointer:
     def _wal_is_empty(self) -> bool:
         try:
             return os.stat(self._wal_path).st_size == 0
-        except FileNotFoundError:
-            return True
+        except OSError:  # (the connection made it as it opened): assume it holds frames
+            return False
 
     @contextlib.contextmanager
     def _lease_txn(self, conn: sqlite3.Connection) -> Iterator[None]:

@@ -869,3 +869,30 @@ async def test_closing_never_checkpoints_at_synchronous_off(path: Path) -> None:
     await cp.close()
     assert around_commit(seen) == ["PRAGMA synchronous=FULL"]
     assert not os.path.exists(f"{path}-wal")  # checkpointed and removed
+
+
+@pytest.mark.anyio
+@pytest.mark.parametrize("how", ["relative, then chdir", "through a symlink"])
+async def test_the_wal_is_looked_at_where_sqlite_keeps_it(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, how: str
+) -> None:
+    (tmp_path / "data").mkdir()
+    (tmp_path / "elsewhere").mkdir()
+    if how == "through a symlink":
+        where = tmp_path / "elsewhere" / "link.sqlite"
+        where.symlink_to(tmp_path / "data" / "store.sqlite")
+    else:
+        monkeypatch.chdir(tmp_path / "data")
+        where = Path("store.sqlite")
+    cp = SqliteCheckpointer(where)
+    await cp.close()
+    await cp.setup()
+    monkeypatch.chdir(tmp_path / "elsewhere")
+    assert os.path.getsize(tmp_path / "data" / "store.sqlite-wal") == 0
+    seen = trace_statements(cp)
+    await cp.acquire_lease(T1, "me", 60.0)  # an empty WAL: no sync
+    await cp.release_lease(T1, "me")  # frames in it: SQLite's own rules
+    assert [s for s in around_commit(seen) if s.startswith("PRAGMA")] == [
+        "PRAGMA synchronous=OFF", "PRAGMA synchronous=FULL", "PRAGMA synchronous=NORMAL"
+    ]  # fmt: skip
+    await cp.close()
