@@ -253,7 +253,7 @@ class SqliteCheckpointer:
     def _wal_is_empty(self) -> bool:
         try:
             return os.stat(self._wal_path).st_size == 0
-        except OSError:  # (the connection made it as it opened): assume it holds frames
+        except OSError:  # it exists once the connection has read: one not seen may hold frames
             return False
 
     @contextlib.contextmanager
