@@ -361,9 +361,7 @@ def _kill_one(procs: Procs, kp: KillPoint) -> None:
 
 
 @pytest.mark.slow
-def test_kill_9_at_many_points_then_a_fresh_process_finishes(
-    tmp_path: Path, procs: Procs
-) -> None:
+def test_kill_9_at_many_points_then_a_fresh_process_finishes(tmp_path: Path, procs: Procs) -> None:
     # The uninterrupted run, in a runner like the killed ones: the reference state, and
     # how long a run takes (only to spread the kill delays over it).
     t0 = time.monotonic()
@@ -492,8 +490,7 @@ class FaultyCheckpointer:
 
     def b_committed(self) -> bool:
         return any(
-            kind == "commit" and any(t.node == "b" for t in batch.tasks)
-            for kind, batch in self.log
+            kind == "commit" and any(t.node == "b" for t in batch.tasks) for kind, batch in self.log
         )
 
 

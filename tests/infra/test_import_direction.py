@@ -32,8 +32,7 @@ def test_checkpoints_source_never_imports_graphflow() -> None:
 
 def test_importing_checkpoints_loads_no_graphflow_module() -> None:
     code = (
-        "import sys, checkpoints; "
-        "print(any(m.split('.')[0] == 'graphflow' for m in sys.modules))"
+        "import sys, checkpoints; print(any(m.split('.')[0] == 'graphflow' for m in sys.modules))"
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "False"

@@ -30,7 +30,9 @@ def test_readme_example_runs(index: int, tmp_path: pathlib.Path) -> None:
 def test_the_demo_pauses_and_resumes_in_a_new_process(tmp_path: pathlib.Path) -> None:
     out = subprocess.run(
         [sys.executable, "-m", "graphflow.cli", "demo", "--db", str(tmp_path / "demo.db")],
-        capture_output=True, text=True, timeout=120,
+        capture_output=True,
+        text=True,
+        timeout=120,
     )
     assert out.returncode == 0, out.stderr
     start, resume = (line for line in out.stdout.splitlines() if line.startswith("["))
