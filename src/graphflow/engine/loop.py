@@ -548,18 +548,21 @@ class Run(RunStart, TaskRunner):
 
     async def _advance(self, ck: CheckpointRecord, step: int, ordered: list[Outcome]) -> None:
         schema = self.graph.schema
-        by_name = sorted(ordered, key=lambda o: o.spec.node)
+        by_name = sorted(ordered, key=lambda o: o.spec.node) if len(ordered) > 1 else ordered
         version = next_version()
-        prior = {**self.values, **self.hidden}
+        hidden = self.hidden
         applied = apply_writes(
             schema,
-            prior,
+            {**self.values, **hidden} if hidden else self.values,
             ck.channel_versions,
             ck.channel_bases,
             [(o.spec.node, o.writes) for o in by_name],
             version,
         )
-        self.values = {k: v for k, v in applied.values.items() if not plan.is_hidden(k)}
+        if hidden:
+            self.values = {k: v for k, v in applied.values.items() if not plan.is_hidden(k)}
+        else:  # (only an engine write adds a hidden key: joins, below; a subgraph's output)
+            self.values = applied.values
         if self.sink is not None:
             if self.mode in ("updates", "debug"):
                 data = {self._node_path(o.spec.node): self._as_update(o.writes) for o in by_name}

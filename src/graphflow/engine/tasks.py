@@ -98,10 +98,18 @@ class TaskRunner:
         most nodes, and nothing else of this run could proceed meanwhile.
         """
         view = self.graph.schema.view(self.values) if any(not s.has_arg for s in specs) else None
-        self._running = len(specs)
 
         def job(spec: TaskSpec) -> _Job:
             return _Job(spec, step, view, dict(memos.get(spec.id, {})), attempts.get(spec.id, 0))
+
+        if len(specs) == 1:
+            self._running = 1
+            o = await self._run_task(job(specs[0]), inline=True)
+            outcomes[o.spec.id] = o
+            self._running = 0
+            self._unrecorded.append(o)  # its record is made only if the step needs it
+            return
+        self._running = len(specs)
 
         async def finished(*done: Outcome) -> None:
             for o in done:
@@ -110,13 +118,6 @@ class TaskRunner:
             self._running -= len(done)
             if self._running > 0:
                 await self._flush()
-
-        if len(specs) == 1:
-            o = await self._run_task(job(specs[0]), inline=True)
-            outcomes[o.spec.id] = o
-            self._running = 0
-            self._unrecorded.append(o)  # its record is made only if the step needs it
-            return
         sync = [s for s in specs if not self.graph.nodes[s.node].is_async]
         async with task_group() as tg:
             for spec in specs:
