@@ -28,7 +28,8 @@ module adds durability and multi-process safety. Decisions behind it:
 - **Lifecycle.** The file and its schema are created when the object is made (or, if that
   failed, by ``setup()``, which every method calls lazily and which reports the error);
   the schema changes only through ``checkpoints.migrations``. ``close()`` closes the
-  connection; a later call opens it again.
+  connection; a later call opens it again. A process forked while the connection is open
+  must not use this object (SQLite's lock bookkeeping is per process): close it first.
 """
 
 from __future__ import annotations
