@@ -698,6 +698,38 @@ def test_a_killed_runners_lease_is_taken_over_at_once(
     assert first.reap() == -signal.SIGKILL
 
 
+@pytest.mark.slow
+def test_a_resume_killed_after_taking_the_lease_is_taken_over_and_finishes(
+    tmp_path: Path, procs: Procs
+) -> None:
+    """A resuming process's first write is its lease, committed without an fsync into an
+    empty WAL (the pausing process closed the store). Killed in the resumed node after it:
+    the file is sound, the thread still paused, and a fresh process takes over at once."""
+    db, effects = tmp_path / "store.db", tmp_path / "effects"
+    first = procs.fresh([job("pause", db, "t", effects, "input")]).report()
+    [[paused]] = first["results"]
+    assert paused == {"status": "paused", "state": {"log": ["a:0:0:7"], "total": 1, "x": 8}}
+    assert not Path(f"{db}-wal").exists()  # so the resume's lease starts a new WAL
+
+    opts = {"c_after_answer": 60.0}  # c holds the lease once it has its answer
+    second = procs.fresh([job("pause", db, "t", effects, "resume", opts=opts, lease_ttl=3600.0)])
+    wait_for_line(effects, "c", "answered", second)
+    assert second.kill() == -signal.SIGKILL
+    check_store(db, "t")
+    cp = SqliteCheckpointer(db)
+    try:
+        th = anyio.run(cp.get_thread, ThreadId("t"))
+    finally:
+        close(cp)
+    assert th is not None and th.status == "paused" and th.lease_owner is not None
+    assert f":{second.pid}:" in th.lease_owner  # the lease was committed, then its owner died
+
+    third = procs.fresh([job("pause", db, "t", effects, "resume")]).report()
+    assert third["results"] == [[{"status": "done", "state": w.PAUSE_FINAL}]]
+    assert w.entries(effects) == PAUSE_REF + Counter({"c": 1})  # c re-entered once more
+    integrity_ok(db)
+
+
 # -- 7. corruption -------------------------------------------------------------------------------
 @pytest.fixture(scope="module")
 def paused_store(tmp_path_factory: pytest.TempPathFactory) -> Path:
