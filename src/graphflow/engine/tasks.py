@@ -118,6 +118,7 @@ class TaskRunner:
             self._running -= len(done)
             if self._running > 0:
                 await self._flush()
+
         sync = [s for s in specs if not self.graph.nodes[s.node].is_async]
         async with task_group() as tg:
             for spec in specs:
