@@ -44,7 +44,7 @@ from typing import Any, TypeVar
 import anyio
 import anyio.to_thread
 
-from checkpoints import migrations
+from checkpoints import _wal, migrations
 from checkpoints._decode import load_value as _load
 from checkpoints._sqlite_read import (
     read_answers,
@@ -252,10 +252,7 @@ class SqliteCheckpointer:
             self._sync_level = want
 
     def _wal_is_empty(self) -> bool:
-        try:
-            return os.stat(self._wal_path).st_size == 0
-        except OSError:  # it exists once the connection has read: one not seen may hold frames
-            return False
+        return _wal.is_empty(self._wal_path)
 
     @contextlib.contextmanager
     def _lease_txn(self, conn: sqlite3.Connection) -> Iterator[None]:
@@ -271,7 +268,9 @@ class SqliteCheckpointer:
         directory durable (a lease writes a page or two: no automatic checkpoint follows it
         into an empty WAL). The emptiness is checked again under the write lock: another
         process may have written in between. The durable level is set again at once, so a
-        checkpoint (on close, or SQLite's automatic one) never runs at ``OFF``.
+        checkpoint (on close, or SQLite's automatic one) never runs at ``OFF``. Under the
+        lock, a new WAL is also given room (``_wal.prefill``), so that the run's commits
+        overwrite it rather than grow it, and each fsync costs less.
         """
         off = self.synchronous != "OFF" and self._wal_is_empty()
         self._ensure_sync(False, off=off)
@@ -281,6 +280,8 @@ class SqliteCheckpointer:
                     conn.execute("ROLLBACK")
                     self._ensure_sync(False)
                     conn.execute("BEGIN IMMEDIATE")
+                elif off:  # a new WAL, and the write lock is ours: give it room (see _wal)
+                    _wal.prefill(self._wal_path)
                 yield
         finally:
             if self._sync_level == "OFF" != self.synchronous:

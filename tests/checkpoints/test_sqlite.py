@@ -31,6 +31,7 @@ from checkpoints import (
     SerializationError,
     SqliteCheckpointer,
     ThreadUpdate,
+    _wal,
     migrations,
     serde,
 )
@@ -854,7 +855,77 @@ async def test_a_write_between_the_look_and_the_lock_keeps_the_header_sync(
     ]  # fmt: skip
     assert (await cp.get_thread(T1)) is not None
     assert await on_connection(cp, "PRAGMA synchronous") == [(2,)]
+    assert os.path.getsize(f"{path}-wal") < _wal.PREFILL_BYTES  # not prefilled either
     await cp.close()
+
+
+WAL_MAGIC = (0x377F0682, 0x377F0683)  # the first four bytes of a WAL header (big-endian)
+
+
+@pytest.mark.anyio
+async def test_a_new_wal_is_given_room_that_the_commits_overwrite(path: Path) -> None:
+    """The first lease of a process on a closed store (an empty WAL) fills the WAL with zeros
+    under the write lock; SQLite writes its header and frames over them, so the following
+    commits do not grow the file (an fsync of an overwrite costs less than of an append)."""
+    cp = SqliteCheckpointer(path)
+    await cp.close()
+    await cp.setup()
+    wal = Path(f"{path}-wal")
+    assert wal.stat().st_size == 0
+    owner, head = await fill(cp, 3)  # a lease, then three durable step commits
+    data = wal.read_bytes()
+    assert len(data) == _wal.PREFILL_BYTES  # overwritten, not grown
+    assert int.from_bytes(data[:4], "big") in WAL_MAGIC
+    assert data.endswith(bytes(4096))  # the tail is still zeros
+    # Another connection reads the commits through the WAL; the file is sound.
+    assert await raw(path, "SELECT count(*) FROM gf_checkpoints") == [(3,)]
+    assert await raw(path, "PRAGMA integrity_check") == [("ok",)]
+    th = await cp.get_thread(T1)
+    assert th is not None and th.head == head and th.lease_owner == owner
+    # Past the room, commits grow the WAL as they always did.
+    for i in range(40):
+        await raw(path, "INSERT INTO _graphflow_meta VALUES (?, ?)", (f"big{i}", bytes(4000)))
+    assert wal.stat().st_size > _wal.PREFILL_BYTES
+    assert await raw(path, "SELECT count(*) FROM _graphflow_meta WHERE key LIKE 'big%'") == [(40,)]
+    assert await raw(path, "PRAGMA integrity_check") == [("ok",)]
+    await cp.close()
+    assert not wal.exists()  # the last close checkpoints and removes it, as before
+    cp = SqliteCheckpointer(path)
+    assert (await cp.get_checkpoint(T1)) is not None
+    await cp.close()
+
+
+@pytest.mark.anyio
+async def test_a_wal_that_holds_frames_is_never_prefilled(path: Path) -> None:
+    """A lease in a process that finds the WAL holding frames (another connection wrote):
+    the WAL is only appended to, by SQLite, as before."""
+    writer = SqliteCheckpointer(path)
+    await writer.close()
+    await writer.setup()
+    await raw(path, "INSERT INTO _graphflow_meta VALUES ('probe', 1)")  # frames, no prefill
+    wal = Path(f"{path}-wal")
+    before = wal.read_bytes()
+    assert 0 < len(before) < _wal.PREFILL_BYTES
+    await writer.acquire_lease(T1, "me", 60.0)
+    after = wal.read_bytes()
+    assert after.startswith(before) and len(after) < _wal.PREFILL_BYTES
+    await writer.close()
+
+
+def test_prefill_writes_only_into_an_empty_file(tmp_path: Path) -> None:
+    empty, used = tmp_path / "empty-wal", tmp_path / "used-wal"
+    empty.write_bytes(b"")
+    used.write_bytes(b"frames")
+    assert _wal.prefill(str(empty)) is True
+    assert empty.read_bytes() == bytes(_wal.PREFILL_BYTES)
+    assert _wal.prefill(str(used)) is False and used.read_bytes() == b"frames"
+    assert _wal.prefill(str(tmp_path / "missing-wal")) is False
+    assert not (tmp_path / "missing-wal").exists()  # never created: SQLite creates its WAL
+    link = tmp_path / "link-wal"
+    link.symlink_to(tmp_path / "elsewhere")
+    (tmp_path / "elsewhere").write_bytes(b"")
+    assert _wal.prefill(str(link)) is False  # never through a symlink (as SQLite opens it)
+    assert (tmp_path / "elsewhere").read_bytes() == b""
 
 
 @pytest.mark.anyio

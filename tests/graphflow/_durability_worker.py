@@ -17,6 +17,7 @@ from __future__ import annotations
 import json
 import operator
 import os
+import signal
 import sqlite3
 import sys
 import threading
@@ -30,7 +31,7 @@ from typing import Annotated, Any, TypedDict
 
 import anyio
 
-from checkpoints import SqliteCheckpointer
+from checkpoints import SqliteCheckpointer, _wal
 from graphflow import END, START, NodeContext, StateGraph, interrupt
 from graphflow.reducers import append
 
@@ -321,8 +322,23 @@ def _act(graph: Any, thread_id: str, action: str) -> dict[str, Any]:
     return {"status": result.status, "state": result.state}
 
 
+def _die_after_prefill() -> None:
+    """Make this process kill itself (SIGKILL) right after it prefills a new WAL, inside the
+    lease's transaction: the WAL then holds zeros only, and nothing was committed."""
+    real = _wal.prefill
+
+    def prefill(path: str) -> bool:
+        real(path)
+        os.kill(os.getpid(), signal.SIGKILL)
+        raise AssertionError("unreachable")
+
+    _wal.prefill = prefill
+
+
 def run_job(job: dict[str, Any]) -> list[dict[str, Any]]:
     """Build the job's graph on a new ``SqliteCheckpointer`` and run its actions."""
+    if job.get("die_after_prefill"):
+        _die_after_prefill()
     record = file_recorder(job["effects"])
     opts = dict(job.get("opts", {}))
     if "watch_fast" in opts:

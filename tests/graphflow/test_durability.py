@@ -38,7 +38,7 @@ import _durability_worker as w
 import anyio
 import pytest
 
-from checkpoints import CommitBatch, CorruptCheckpointError, SqliteCheckpointer
+from checkpoints import CommitBatch, CorruptCheckpointError, SqliteCheckpointer, _wal
 from checkpoints.models import ThreadId
 
 WORKER = Path(__file__).with_name("_durability_worker.py")
@@ -715,6 +715,8 @@ def test_a_resume_killed_after_taking_the_lease_is_taken_over_and_finishes(
     second = procs.fresh([job("pause", db, "t", effects, "resume", opts=opts, lease_ttl=3600.0)])
     wait_for_line(effects, "c", "answered", second)
     assert second.kill() == -signal.SIGKILL
+    wal = Path(f"{db}-wal").read_bytes()  # prefilled by the lease, which SQLite wrote over
+    assert len(wal) == _wal.PREFILL_BYTES and wal[:4] != bytes(4)
     check_store(db, "t")
     cp = SqliteCheckpointer(db)
     try:
@@ -727,6 +729,35 @@ def test_a_resume_killed_after_taking_the_lease_is_taken_over_and_finishes(
     third = procs.fresh([job("pause", db, "t", effects, "resume")]).report()
     assert third["results"] == [[{"status": "done", "state": w.PAUSE_FINAL}]]
     assert w.entries(effects) == PAUSE_REF + Counter({"c": 1})  # c re-entered once more
+    integrity_ok(db)
+
+
+@pytest.mark.slow
+def test_a_resume_killed_between_prefilling_the_wal_and_its_lease_commit(
+    tmp_path: Path, procs: Procs
+) -> None:
+    """The resuming process fills the new WAL with zeros under the write lock and dies before
+    its lease commits: the WAL holds zeros only, which SQLite treats as an empty WAL. The
+    thread is still paused with no owner, and a fresh process resumes it to its end."""
+    db, effects = tmp_path / "store.db", tmp_path / "effects"
+    first = procs.fresh([job("pause", db, "t", effects, "input")]).report()
+    assert first["results"][0][0]["status"] == "paused"
+    assert not Path(f"{db}-wal").exists()
+
+    second = procs.fresh([job("pause", db, "t", effects, "resume", die_after_prefill=True)])
+    assert second.reap() == -signal.SIGKILL
+    assert Path(f"{db}-wal").read_bytes() == bytes(_wal.PREFILL_BYTES)  # zeros, no header
+    check_store(db, "t")
+    cp = SqliteCheckpointer(db)
+    try:
+        th = anyio.run(cp.get_thread, ThreadId("t"))
+    finally:
+        close(cp)
+    assert th is not None and th.status == "paused" and th.lease_owner is None
+
+    third = procs.fresh([job("pause", db, "t", effects, "resume")]).report()
+    assert third["results"] == [[{"status": "done", "state": w.PAUSE_FINAL}]]
+    assert w.entries(effects) == PAUSE_REF  # the killed process ran no node
     integrity_ok(db)
 
 
