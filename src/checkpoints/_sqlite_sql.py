@@ -5,7 +5,8 @@ from __future__ import annotations
 import contextlib
 import functools
 import sqlite3
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
+from contextlib import AbstractContextManager
 from types import TracebackType
 from typing import Any, TypeVar
 
@@ -316,9 +317,11 @@ def _commit(
     thread_id: str,
     owner: str,
     batch: CommitBatch,
-    ensure_sync: Callable[[bool], None],
+    txn: Callable[[sqlite3.Connection, bool, int], AbstractContextManager[None]],
 ) -> None:
-    """The body of ``commit``: serialize everything, then one write transaction."""
+    """The body of ``commit``: serialize everything, then one write transaction, made by
+    ``txn(conn, batch.durable, size)`` (fsync'd, or relaxed for a commit nothing depends on
+    yet; ``size``: the bytes of the values it writes, counted only when not durable)."""
     ns = batch.ns
     ck = batch.checkpoint
     upd = batch.thread
@@ -399,13 +402,22 @@ def _commit(
     params += (thread_id, owner)
     if batch.check_head:
         params.append(batch.expected_head)
-    ensure_sync(batch.durable)  # before BEGIN: nothing runs after the COMMIT
-    _write(conn, thread_id, owner, batch, sql, params, tasks, memos, ck_row, chans, large,
-           pauses, answers)  # fmt: skip
+    size = 0 if batch.durable else _blob_bytes(tasks, memos, chans, pauses, answers, [ck_row])
+    _write(conn, txn(conn, batch.durable, size), thread_id, owner, batch, sql, params, tasks,
+           memos, ck_row, chans, large, pauses, answers)  # fmt: skip
+
+
+def _blob_bytes(*groups: Sequence[Any]) -> int:
+    """The bytes of the serialized values in rows about to be written."""
+    return sum(
+        len(v) for rows in groups for row in rows if row is not None for v in row
+        if type(v) is bytes
+    )  # fmt: skip
 
 
 def _write(
     conn: sqlite3.Connection,
+    txn: AbstractContextManager[None],
     thread_id: str,
     owner: str,
     batch: CommitBatch,
@@ -419,9 +431,9 @@ def _write(
     pauses: list[Any],
     answers: list[Any],
 ) -> None:
-    """The write transaction of ``_commit`` (everything already serialized)."""
+    """The write transaction ``txn`` of ``_commit`` (everything already serialized)."""
     ck = batch.checkpoint
-    with _Txn(conn):
+    with txn:
         ttl = batch.acquire_ttl
         # A commit that takes the lease of a thread expected new creates its row whole, or
         # finds it exists (then the lease is tested and the row fenced like any other).

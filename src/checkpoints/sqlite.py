@@ -12,7 +12,7 @@ module adds durability and multi-process safety. Decisions behind it:
   an fsync'd commit.
 - **Durable commits.** WAL with ``synchronous=FULL`` (the default): ``commit`` returns after
   the WAL is fsync'd (promise 2). A lease alone, or a run's input checkpoint, waits for no
-  fsync: the next durable commit covers it (``_ensure_sync``, ``_lease_txn``).
+  fsync: the next durable commit covers it (``_ensure_sync``, ``_relaxed_txn``).
 - **Every write is ``BEGIN IMMEDIATE``**, so the write lock is taken (waiting up to
   ``busy_timeout`` for other processes) before anything is read: the lease test-and-set and
   the head compare-and-set cannot race with another process, and a transaction never fails
@@ -39,6 +39,7 @@ import os
 import sqlite3
 import threading
 from collections.abc import Callable, Iterator, Mapping, Sequence
+from contextlib import AbstractContextManager
 from typing import Any, TypeVar
 
 import anyio
@@ -106,6 +107,10 @@ from checkpoints.models import (
 __all__ = ["SqliteCheckpointer"]
 
 T = TypeVar("T")
+
+_RELAXED_MAX_BYTES = 1 << 20
+"""An input commit larger than this (in serialized values) is never run at ``OFF``: at
+most ~300 pages, far below the 1,000 of SQLite's automatic checkpoint (see ``_relaxed_txn``)."""
 
 
 class SqliteCheckpointer:
@@ -238,7 +243,7 @@ class SqliteCheckpointer:
         committed without waiting for an fsync: it is visible to other processes at once, and
         WAL keeps commits in order, so the next fsync'd commit makes it durable too. The level
         is changed before BEGIN (SQLite refuses it inside a transaction). ``off``: not even
-        the WAL header's sync (see ``_lease_txn``).
+        the WAL header's sync (see ``_relaxed_txn``).
         """
         if off:
             want = "OFF"
@@ -255,22 +260,24 @@ class SqliteCheckpointer:
         return _wal.is_empty(self._wal_path)
 
     @contextlib.contextmanager
-    def _lease_txn(self, conn: sqlite3.Connection) -> Iterator[None]:
-        """A write transaction for a lease alone: it need not wait for an fsync (a power loss
-        that drops it also ended its owner; see ``_ensure_sync``).
+    def _relaxed_txn(self, conn: sqlite3.Connection) -> Iterator[None]:
+        """A write transaction that need not wait for an fsync: a lease alone (a power loss
+        that drops it also ended its owner), or a run's input (see ``_ensure_sync``).
 
         When the WAL file is empty (a process's first write to a store no other process has
-        open: every resume in a new process) this transaction's frames start it, and at
-        ``NORMAL`` SQLite would sync the new WAL header and its directory, the costliest
-        sync of a resumed run. That sync guards against replaying an earlier cycle's frames
-        after a power loss; an empty file has none, so the transaction runs at ``OFF``, and
-        the next fsync'd commit (or checkpoint, which syncs the WAL first) makes header and
-        directory durable (a lease writes a page or two: no automatic checkpoint follows it
-        into an empty WAL). The emptiness is checked again under the write lock: another
-        process may have written in between. The durable level is set again at once, so a
-        checkpoint (on close, or SQLite's automatic one) never runs at ``OFF``. Under the
-        lock, a new WAL is also given room (``_wal.prefill``), so that the run's commits
-        overwrite it rather than grow it, and each fsync costs less.
+        open: every resume, or new run, in a new process) this transaction's frames start it,
+        and at ``NORMAL`` SQLite would sync the new WAL header and its directory, the
+        costliest sync of a resumed run. That sync guards against replaying an earlier
+        cycle's frames after a power loss; an empty file has none, so the transaction runs at
+        ``OFF``, and the next fsync'd commit (or checkpoint, which syncs the WAL first) makes
+        header and directory durable. The transaction must stay far below SQLite's automatic
+        checkpoint (1,000 pages), which would otherwise run at ``OFF``, unsynced, right after
+        it: a lease writes a page or two, an input commit is relaxed only below
+        ``_RELAXED_MAX_BYTES`` (``_commit_txn``). The emptiness is checked again under the
+        write lock: another process may have written in between. The durable level is set
+        again at once, so a checkpoint (on close, or SQLite's own) never runs at ``OFF``.
+        Under the lock, a new WAL is also given room (``_wal.prefill``), so that the run's
+        commits overwrite it rather than grow it, and each fsync costs less.
         """
         off = self.synchronous != "OFF" and self._wal_is_empty()
         self._ensure_sync(False, off=off)
@@ -298,7 +305,7 @@ class SqliteCheckpointer:
         """
 
         def run(conn: sqlite3.Connection) -> ThreadRecord:
-            with self._lease_txn(conn):
+            with self._relaxed_txn(conn):
                 return _take_lease(conn, thread_id, owner, ttl, graph_name)
 
         return await self._run(thread_id, run)
@@ -307,7 +314,7 @@ class SqliteCheckpointer:
         """Extend ``owner``'s lease; ``LeaseLostError`` when it no longer holds it."""
 
         def run(conn: sqlite3.Connection) -> None:
-            with self._lease_txn(conn):
+            with self._relaxed_txn(conn):
                 sql = (
                     "UPDATE gf_threads SET lease_expires_at = ? WHERE thread_id = ?"
                     " AND lease_owner = ?"
@@ -321,7 +328,7 @@ class SqliteCheckpointer:
         """Give the lease up if ``owner`` holds it; otherwise do nothing."""
 
         def run(conn: sqlite3.Connection) -> None:
-            with self._lease_txn(conn):
+            with self._relaxed_txn(conn):
                 conn.execute(
                     "UPDATE gf_threads SET lease_owner = NULL, lease_expires_at = NULL"
                     " WHERE thread_id = ? AND lease_owner = ?",
@@ -337,7 +344,7 @@ class SqliteCheckpointer:
         transaction (see ``Checkpointer.resume_thread``)."""
 
         def run(conn: sqlite3.Connection) -> ResumePoint | None:
-            with self._lease_txn(conn):  # an error rolls the lease back
+            with self._relaxed_txn(conn):  # an error rolls the lease back
                 found = read_thread_and_head(conn, thread_id)
                 if found is None:
                     return None
@@ -369,8 +376,21 @@ class SqliteCheckpointer:
     async def commit(self, thread_id: ThreadId, owner: str, batch: CommitBatch) -> None:
         """Write ``batch`` in one transaction (fsync'd unless ``batch.durable`` is false),
         fenced by the lease and the head."""
-        ensure = self._ensure_sync
-        await self._run(thread_id, lambda conn: _commit(conn, thread_id, owner, batch, ensure))
+        txn = self._commit_txn
+        await self._run(thread_id, lambda conn: _commit(conn, thread_id, owner, batch, txn))
+
+    def _commit_txn(
+        self, conn: sqlite3.Connection, durable: bool, size: int
+    ) -> AbstractContextManager[None]:
+        """A commit's transaction: fsync'd (``_call`` set the durable level), or, for a
+        commit nothing durable depends on yet (a run's input), relaxed like a lease's when
+        it is small (see ``_relaxed_txn``); a larger one runs at ``NORMAL``."""
+        if durable:
+            return _Txn(conn)
+        if size < _RELAXED_MAX_BYTES:
+            return self._relaxed_txn(conn)
+        self._ensure_sync(False)
+        return _Txn(conn)
 
     async def get_checkpoint(
         self, thread_id: ThreadId, ns: str = "", checkpoint_id: CheckpointId | None = None

@@ -35,6 +35,7 @@ from checkpoints import (
     migrations,
     serde,
 )
+from checkpoints import sqlite as sqlite_module
 from checkpoints._sqlite_sql import _INFO_OF_STATUS
 from checkpoints.lease import new_owner
 from checkpoints.models import CallId, CheckpointId, PauseId, TaskId, ThreadId, next_version
@@ -910,6 +911,56 @@ async def test_a_wal_that_holds_frames_is_never_prefilled(path: Path) -> None:
     after = wal.read_bytes()
     assert after.startswith(before) and len(after) < _wal.PREFILL_BYTES
     await writer.close()
+
+
+async def first_input(cp: SqliteCheckpointer, value: object) -> CheckpointId:
+    """A new run's input commit, as the engine makes it: not durable, taking the lease."""
+    batch = c.step_batch(None, {"counter": value})
+    batch.acquire_ttl, batch.durable = 60.0, False
+    await cp.commit(T1, "me", batch)
+    assert batch.checkpoint is not None
+    return batch.checkpoint.id
+
+
+@pytest.mark.anyio
+async def test_a_new_runs_input_that_starts_the_wal_is_relaxed_and_gives_it_room(
+    path: Path,
+) -> None:
+    """A process's first write to a closed store may be a new run's input (no fsync of its
+    own): like a first lease, it starts the WAL at OFF and prefills it; the step after it
+    is FULL, and the two read back from another connection."""
+    cp = SqliteCheckpointer(path)
+    await cp.close()
+    await cp.setup()
+    seen = trace_statements(cp)
+    head = await first_input(cp, 0)
+    assert os.path.getsize(f"{path}-wal") == _wal.PREFILL_BYTES
+    await cp.commit(T1, "me", c.step_batch(head, {"counter": 1}, step=1))
+    assert around_commit(seen) == [
+        "PRAGMA synchronous=OFF", "BEGIN IMMEDIATE", "COMMIT", "PRAGMA synchronous=FULL",
+        "BEGIN IMMEDIATE", "COMMIT",
+    ]  # fmt: skip
+    assert os.path.getsize(f"{path}-wal") == _wal.PREFILL_BYTES
+    assert await raw(path, "SELECT count(*) FROM gf_checkpoints") == [(2,)]
+    await cp.close()
+
+
+@pytest.mark.anyio
+async def test_a_large_input_is_never_committed_at_synchronous_off(path: Path) -> None:
+    """An input of a MiB or more could fill the WAL past SQLite's automatic checkpoint,
+    which would then run unsynced: it is committed at NORMAL, without prefill."""
+    cp = SqliteCheckpointer(path)
+    await cp.close()
+    await cp.setup()
+    seen = trace_statements(cp)
+    head = await first_input(cp, os.urandom(sqlite_module._RELAXED_MAX_BYTES))
+    assert around_commit(seen) == ["PRAGMA synchronous=NORMAL", "BEGIN IMMEDIATE", "COMMIT"]
+    assert os.path.getsize(f"{path}-wal") > sqlite_module._RELAXED_MAX_BYTES
+    with open(f"{path}-wal", "rb") as f:
+        assert int.from_bytes(f.read(4), "big") in WAL_MAGIC
+    ck = await cp.get_checkpoint(T1)
+    assert ck is not None and ck.id == head
+    await cp.close()
 
 
 def test_prefill_writes_only_into_an_empty_file(tmp_path: Path) -> None:

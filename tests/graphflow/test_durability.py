@@ -761,6 +761,34 @@ def test_a_resume_killed_between_prefilling_the_wal_and_its_lease_commit(
     integrity_ok(db)
 
 
+@pytest.mark.slow
+def test_a_new_run_killed_after_its_input_commit_in_a_new_wal(tmp_path: Path, procs: Procs) -> None:
+    """A fresh process's first write to a closed store is a new run's input, committed
+    without an fsync into a new, prefilled WAL. Killed in the first node: the file is sound,
+    the input checkpoint is there (the kill loses no committed data: only a power loss
+    could), and a fresh process finishes the run with every node run once more at most."""
+    db, effects = tmp_path / "store.db", tmp_path / "effects"
+    close(SqliteCheckpointer(db))  # creates the file; the close leaves no WAL
+    assert Path(db).exists() and not Path(f"{db}-wal").exists()
+    opts = {"block": "a", "release": str(tmp_path / "never")}
+    first = procs.fresh([job("long", db, "t", effects, "input", opts=opts, lease_ttl=3600.0)])
+    wait_for_line(effects, "a", "enter", first)
+    assert first.kill() == -signal.SIGKILL
+    assert Path(f"{db}-wal").stat().st_size == _wal.PREFILL_BYTES
+    check_store(db, "t")
+    cp = SqliteCheckpointer(db)
+    try:
+        th = anyio.run(cp.get_thread, ThreadId("t"))
+    finally:
+        close(cp)
+    assert th is not None and th.head is not None and th.status == "running"
+
+    second = procs.fresh([job("long", db, "t", effects, "continue", lease_ttl=3600.0)])
+    assert second.report()["results"] == [[{"status": "done", "state": w.LONG_FINAL}]]
+    assert w.entries(effects) == LONG_REF + Counter({"a": 1})
+    integrity_ok(db)
+
+
 # -- 7. corruption -------------------------------------------------------------------------------
 @pytest.fixture(scope="module")
 def paused_store(tmp_path_factory: pytest.TempPathFactory) -> Path:
