@@ -10,7 +10,7 @@ from contextlib import AbstractContextManager
 from types import TracebackType
 from typing import Any, TypeVar
 
-from checkpoints import serde
+from checkpoints import _wal, serde
 from checkpoints._decode import load_value as _load
 from checkpoints._decode import missing_channel as _missing
 from checkpoints.errors import (
@@ -178,6 +178,21 @@ class _Txn:
             # A failed rollback must not hide the error that caused it.
             with contextlib.suppress(sqlite3.Error):
                 self._conn.execute("ROLLBACK")
+
+
+class _RoomTxn(_Txn):
+    """``_Txn`` for a durable commit: once it holds the write lock, it keeps room in the WAL
+    (``_wal.make_room``: the commit then overwrites the file rather than grows it)."""
+
+    __slots__ = ("_wal",)
+
+    def __init__(self, conn: sqlite3.Connection, wal_path: str) -> None:
+        super().__init__(conn)
+        self._wal = wal_path
+
+    def __enter__(self) -> None:
+        self._conn.execute(self._begin)
+        _wal.make_room(self._wal)
 
 
 def _is_damage(exc: sqlite3.DatabaseError) -> bool:

@@ -72,6 +72,7 @@ from checkpoints._sqlite_sql import (
     _is_damage,
     _lease_existing,
     _pause,
+    _RoomTxn,
     _take_lease,
     _thread_record,
     _Txn,
@@ -276,7 +277,7 @@ class SqliteCheckpointer:
         ``_RELAXED_MAX_BYTES`` (``_commit_txn``). The emptiness is checked again under the
         write lock: another process may have written in between. The durable level is set
         again at once, so a checkpoint (on close, or SQLite's own) never runs at ``OFF``.
-        Under the lock, a new WAL is also given room (``_wal.prefill``), so that the run's
+        Under the lock, a new WAL is also given room (``_wal.make_room``), so that the run's
         commits overwrite it rather than grow it, and each fsync costs less.
         """
         off = self.synchronous != "OFF" and self._wal_is_empty()
@@ -288,7 +289,7 @@ class SqliteCheckpointer:
                     self._ensure_sync(False)
                     conn.execute("BEGIN IMMEDIATE")
                 elif off:  # a new WAL, and the write lock is ours: give it room (see _wal)
-                    _wal.prefill(self._wal_path)
+                    _wal.make_room(self._wal_path)
                 yield
         finally:
             if self._sync_level == "OFF" != self.synchronous:
@@ -382,11 +383,12 @@ class SqliteCheckpointer:
     def _commit_txn(
         self, conn: sqlite3.Connection, durable: bool, size: int
     ) -> AbstractContextManager[None]:
-        """A commit's transaction: fsync'd (``_call`` set the durable level), or, for a
-        commit nothing durable depends on yet (a run's input), relaxed like a lease's when
-        it is small (see ``_relaxed_txn``); a larger one runs at ``NORMAL``."""
+        """A commit's transaction: fsync'd (``_call`` set the durable level; room is kept
+        in the WAL, see ``_wal``), or, for a commit nothing durable depends on yet (a run's
+        input), relaxed like a lease's when it is small (see ``_relaxed_txn``); a larger one
+        runs at ``NORMAL``."""
         if durable:
-            return _Txn(conn)
+            return _RoomTxn(conn, self._wal_path)
         if size < _RELAXED_MAX_BYTES:
             return self._relaxed_txn(conn)
         self._ensure_sync(False)

@@ -856,7 +856,7 @@ async def test_a_write_between_the_look_and_the_lock_keeps_the_header_sync(
     ]  # fmt: skip
     assert (await cp.get_thread(T1)) is not None
     assert await on_connection(cp, "PRAGMA synchronous") == [(2,)]
-    assert os.path.getsize(f"{path}-wal") < _wal.PREFILL_BYTES  # not prefilled either
+    assert os.path.getsize(f"{path}-wal") < _wal.ROOM_BYTES  # no room made either
     await cp.close()
 
 
@@ -875,7 +875,7 @@ async def test_a_new_wal_is_given_room_that_the_commits_overwrite(path: Path) ->
     assert wal.stat().st_size == 0
     owner, head = await fill(cp, 3)  # a lease, then three durable step commits
     data = wal.read_bytes()
-    assert len(data) == _wal.PREFILL_BYTES  # overwritten, not grown
+    assert len(data) == _wal.ROOM_BYTES  # overwritten, not grown
     assert int.from_bytes(data[:4], "big") in WAL_MAGIC
     assert data.endswith(bytes(4096))  # the tail is still zeros
     # Another connection reads the commits through the WAL; the file is sound.
@@ -883,12 +883,6 @@ async def test_a_new_wal_is_given_room_that_the_commits_overwrite(path: Path) ->
     assert await raw(path, "PRAGMA integrity_check") == [("ok",)]
     th = await cp.get_thread(T1)
     assert th is not None and th.head == head and th.lease_owner == owner
-    # Past the room, commits grow the WAL as they always did.
-    for i in range(40):
-        await raw(path, "INSERT INTO _graphflow_meta VALUES (?, ?)", (f"big{i}", bytes(4000)))
-    assert wal.stat().st_size > _wal.PREFILL_BYTES
-    assert await raw(path, "SELECT count(*) FROM _graphflow_meta WHERE key LIKE 'big%'") == [(40,)]
-    assert await raw(path, "PRAGMA integrity_check") == [("ok",)]
     await cp.close()
     assert not wal.exists()  # the last close checkpoints and removes it, as before
     cp = SqliteCheckpointer(path)
@@ -897,19 +891,50 @@ async def test_a_new_wal_is_given_room_that_the_commits_overwrite(path: Path) ->
 
 
 @pytest.mark.anyio
-async def test_a_wal_that_holds_frames_is_never_prefilled(path: Path) -> None:
+async def test_a_durable_commit_keeps_room_past_the_frames(path: Path) -> None:
+    """Once frames reach the end of the room (here: another connection, which keeps none,
+    writes past it), the next durable commit writes zeros from the file's end to one to two
+    chunks beyond it, under the write lock, before its own frames; nothing before the end
+    changes. A lease alone (no fsync of its own) leaves the file as it is."""
+    cp = SqliteCheckpointer(path)
+    await cp.close()
+    await cp.setup()
+    owner, head = await fill(cp, 1)
+    room = _wal.ROOM_BYTES
+    wal = Path(f"{path}-wal")
+    assert wal.stat().st_size == room
+    for i in range(40):  # past the room, as any other writer may
+        await raw(path, "INSERT INTO _graphflow_meta VALUES (?, ?)", (f"big{i}", bytes(4000)))
+    before = wal.read_bytes()
+    assert len(before) > room and len(before) % room != 0
+    await cp.renew_lease(T1, owner, 60.0)  # relaxed: no room kept
+    leased = wal.read_bytes()
+    assert leased.startswith(before) and len(leased) % room != 0
+    await cp.commit(T1, owner, c.step_batch(head, {"counter": 1}, step=1))
+    after = wal.read_bytes()
+    assert len(after) == (len(leased) // room + 2) * room
+    assert after.startswith(leased)  # the commit's frames went past the old end
+    assert after.endswith(bytes(4096))  # the room left past them
+    assert await raw(path, "SELECT count(*) FROM gf_checkpoints") == [(2,)]
+    assert await raw(path, "SELECT count(*) FROM _graphflow_meta WHERE key LIKE 'big%'") == [(40,)]
+    assert await raw(path, "PRAGMA integrity_check") == [("ok",)]
+    await cp.close()
+
+
+@pytest.mark.anyio
+async def test_a_lease_on_a_wal_that_holds_frames_makes_no_room(path: Path) -> None:
     """A lease in a process that finds the WAL holding frames (another connection wrote):
-    the WAL is only appended to, by SQLite, as before."""
+    SQLite appends to the WAL, as before; no zeros."""
     writer = SqliteCheckpointer(path)
     await writer.close()
     await writer.setup()
-    await raw(path, "INSERT INTO _graphflow_meta VALUES ('probe', 1)")  # frames, no prefill
+    await raw(path, "INSERT INTO _graphflow_meta VALUES ('probe', 1)")  # frames, no room
     wal = Path(f"{path}-wal")
     before = wal.read_bytes()
-    assert 0 < len(before) < _wal.PREFILL_BYTES
+    assert 0 < len(before) < _wal.ROOM_BYTES
     await writer.acquire_lease(T1, "me", 60.0)
     after = wal.read_bytes()
-    assert after.startswith(before) and len(after) < _wal.PREFILL_BYTES
+    assert after.startswith(before) and len(after) < _wal.ROOM_BYTES
     await writer.close()
 
 
@@ -927,20 +952,20 @@ async def test_a_new_runs_input_that_starts_the_wal_is_relaxed_and_gives_it_room
     path: Path,
 ) -> None:
     """A process's first write to a closed store may be a new run's input (no fsync of its
-    own): like a first lease, it starts the WAL at OFF and prefills it; the step after it
+    own): like a first lease, it starts the WAL at OFF and gives it room; the step after it
     is FULL, and the two read back from another connection."""
     cp = SqliteCheckpointer(path)
     await cp.close()
     await cp.setup()
     seen = trace_statements(cp)
     head = await first_input(cp, 0)
-    assert os.path.getsize(f"{path}-wal") == _wal.PREFILL_BYTES
+    assert os.path.getsize(f"{path}-wal") == _wal.ROOM_BYTES
     await cp.commit(T1, "me", c.step_batch(head, {"counter": 1}, step=1))
     assert around_commit(seen) == [
         "PRAGMA synchronous=OFF", "BEGIN IMMEDIATE", "COMMIT", "PRAGMA synchronous=FULL",
         "BEGIN IMMEDIATE", "COMMIT",
     ]  # fmt: skip
-    assert os.path.getsize(f"{path}-wal") == _wal.PREFILL_BYTES
+    assert os.path.getsize(f"{path}-wal") == _wal.ROOM_BYTES
     assert await raw(path, "SELECT count(*) FROM gf_checkpoints") == [(2,)]
     await cp.close()
 
@@ -948,7 +973,7 @@ async def test_a_new_runs_input_that_starts_the_wal_is_relaxed_and_gives_it_room
 @pytest.mark.anyio
 async def test_a_large_input_is_never_committed_at_synchronous_off(path: Path) -> None:
     """An input of a MiB or more could fill the WAL past SQLite's automatic checkpoint,
-    which would then run unsynced: it is committed at NORMAL, without prefill."""
+    which would then run unsynced: it is committed at NORMAL, with no room made."""
     cp = SqliteCheckpointer(path)
     await cp.close()
     await cp.setup()
@@ -963,19 +988,26 @@ async def test_a_large_input_is_never_committed_at_synchronous_off(path: Path) -
     await cp.close()
 
 
-def test_prefill_writes_only_into_an_empty_file(tmp_path: Path) -> None:
-    empty, used = tmp_path / "empty-wal", tmp_path / "used-wal"
+def test_make_room_writes_zeros_only_past_the_end(tmp_path: Path) -> None:
+    room = _wal.ROOM_BYTES
+    empty, used, full = tmp_path / "empty-wal", tmp_path / "used-wal", tmp_path / "full-wal"
     empty.write_bytes(b"")
-    used.write_bytes(b"frames")
-    assert _wal.prefill(str(empty)) is True
-    assert empty.read_bytes() == bytes(_wal.PREFILL_BYTES)
-    assert _wal.prefill(str(used)) is False and used.read_bytes() == b"frames"
-    assert _wal.prefill(str(tmp_path / "missing-wal")) is False
+    assert _wal.make_room(str(empty)) == room
+    assert empty.read_bytes() == bytes(room)
+    used.write_bytes(b"frames")  # frames reached the end of the room: one to two more chunks
+    assert _wal.make_room(str(used)) == 2 * room - 6
+    assert used.read_bytes() == b"frames" + bytes(2 * room - 6)
+    used.write_bytes(b"x" * (room + room // 2))
+    assert _wal.make_room(str(used)) == room // 2 + room
+    assert used.read_bytes() == b"x" * (room + room // 2) + bytes(room // 2 + room)
+    full.write_bytes(b"y" * room)  # the zeros still end it (their end is a chunk boundary)
+    assert _wal.make_room(str(full)) == 0 and full.read_bytes() == b"y" * room
+    assert _wal.make_room(str(tmp_path / "missing-wal")) == 0
     assert not (tmp_path / "missing-wal").exists()  # never created: SQLite creates its WAL
     link = tmp_path / "link-wal"
     link.symlink_to(tmp_path / "elsewhere")
     (tmp_path / "elsewhere").write_bytes(b"")
-    assert _wal.prefill(str(link)) is False  # never through a symlink (as SQLite opens it)
+    assert _wal.make_room(str(link)) == 0  # never through a symlink (as SQLite opens it)
     assert (tmp_path / "elsewhere").read_bytes() == b""
 
 

@@ -322,23 +322,26 @@ def _act(graph: Any, thread_id: str, action: str) -> dict[str, Any]:
     return {"status": result.status, "state": result.state}
 
 
-def _die_after_prefill() -> None:
-    """Make this process kill itself (SIGKILL) right after it prefills a new WAL, inside the
-    lease's transaction: the WAL then holds zeros only, and nothing was committed."""
-    real = _wal.prefill
+def _die_after_room() -> None:
+    """Make this process kill itself (SIGKILL) right after it gives an empty WAL room,
+    inside the transaction that found it empty: the WAL then holds zeros only, and nothing
+    was committed."""
+    real = _wal.make_room
 
-    def prefill(path: str) -> bool:
-        real(path)
-        os.kill(os.getpid(), signal.SIGKILL)
-        raise AssertionError("unreachable")
+    def make_room(path: str) -> int:
+        empty = os.path.getsize(path) == 0
+        written = real(path)
+        if empty and written:
+            os.kill(os.getpid(), signal.SIGKILL)
+        return written
 
-    _wal.prefill = prefill
+    _wal.make_room = make_room
 
 
 def run_job(job: dict[str, Any]) -> list[dict[str, Any]]:
     """Build the job's graph on a new ``SqliteCheckpointer`` and run its actions."""
-    if job.get("die_after_prefill"):
-        _die_after_prefill()
+    if job.get("die_after_room"):
+        _die_after_room()
     record = file_recorder(job["effects"])
     opts = dict(job.get("opts", {}))
     if "watch_fast" in opts:

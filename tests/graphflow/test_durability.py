@@ -715,8 +715,8 @@ def test_a_resume_killed_after_taking_the_lease_is_taken_over_and_finishes(
     second = procs.fresh([job("pause", db, "t", effects, "resume", opts=opts, lease_ttl=3600.0)])
     wait_for_line(effects, "c", "answered", second)
     assert second.kill() == -signal.SIGKILL
-    wal = Path(f"{db}-wal").read_bytes()  # prefilled by the lease, which SQLite wrote over
-    assert len(wal) == _wal.PREFILL_BYTES and wal[:4] != bytes(4)
+    wal = Path(f"{db}-wal").read_bytes()  # room made by the lease, which SQLite wrote over
+    assert len(wal) == _wal.ROOM_BYTES and wal[:4] != bytes(4)
     check_store(db, "t")
     cp = SqliteCheckpointer(db)
     try:
@@ -733,10 +733,10 @@ def test_a_resume_killed_after_taking_the_lease_is_taken_over_and_finishes(
 
 
 @pytest.mark.slow
-def test_a_resume_killed_between_prefilling_the_wal_and_its_lease_commit(
+def test_a_resume_killed_between_making_room_in_the_wal_and_its_lease_commit(
     tmp_path: Path, procs: Procs
 ) -> None:
-    """The resuming process fills the new WAL with zeros under the write lock and dies before
+    """The resuming process writes zeros into the new WAL under the write lock and dies before
     its lease commits: the WAL holds zeros only, which SQLite treats as an empty WAL. The
     thread is still paused with no owner, and a fresh process resumes it to its end."""
     db, effects = tmp_path / "store.db", tmp_path / "effects"
@@ -744,9 +744,9 @@ def test_a_resume_killed_between_prefilling_the_wal_and_its_lease_commit(
     assert first["results"][0][0]["status"] == "paused"
     assert not Path(f"{db}-wal").exists()
 
-    second = procs.fresh([job("pause", db, "t", effects, "resume", die_after_prefill=True)])
+    second = procs.fresh([job("pause", db, "t", effects, "resume", die_after_room=True)])
     assert second.reap() == -signal.SIGKILL
-    assert Path(f"{db}-wal").read_bytes() == bytes(_wal.PREFILL_BYTES)  # zeros, no header
+    assert Path(f"{db}-wal").read_bytes() == bytes(_wal.ROOM_BYTES)  # zeros, no header
     check_store(db, "t")
     cp = SqliteCheckpointer(db)
     try:
@@ -764,7 +764,7 @@ def test_a_resume_killed_between_prefilling_the_wal_and_its_lease_commit(
 @pytest.mark.slow
 def test_a_new_run_killed_after_its_input_commit_in_a_new_wal(tmp_path: Path, procs: Procs) -> None:
     """A fresh process's first write to a closed store is a new run's input, committed
-    without an fsync into a new, prefilled WAL. Killed in the first node: the file is sound,
+    without an fsync into a new WAL given room. Killed in the first node: the file is sound,
     the input checkpoint is there (the kill loses no committed data: only a power loss
     could), and a fresh process finishes the run with every node run once more at most."""
     db, effects = tmp_path / "store.db", tmp_path / "effects"
@@ -774,7 +774,7 @@ def test_a_new_run_killed_after_its_input_commit_in_a_new_wal(tmp_path: Path, pr
     first = procs.fresh([job("long", db, "t", effects, "input", opts=opts, lease_ttl=3600.0)])
     wait_for_line(effects, "a", "enter", first)
     assert first.kill() == -signal.SIGKILL
-    assert Path(f"{db}-wal").stat().st_size == _wal.PREFILL_BYTES
+    assert Path(f"{db}-wal").stat().st_size == _wal.ROOM_BYTES
     check_store(db, "t")
     cp = SqliteCheckpointer(db)
     try:
