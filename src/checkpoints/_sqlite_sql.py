@@ -192,7 +192,11 @@ class _RoomTxn(_Txn):
 
     def __enter__(self) -> None:
         self._conn.execute(self._begin)
-        _wal.make_room(self._wal)
+        try:
+            _wal.make_room(self._wal)
+        except BaseException:  # (make_room reports no OSError; anything else ends the txn)
+            self._rollback()
+            raise
 
 
 def _is_damage(exc: sqlite3.DatabaseError) -> bool:

@@ -922,6 +922,30 @@ async def test_a_durable_commit_keeps_room_past_the_frames(path: Path) -> None:
 
 
 @pytest.mark.anyio
+async def test_a_failure_while_making_room_ends_the_transaction(
+    path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """An unexpected error in make_room (it reports no OSError) fails that commit alone: the
+    transaction is rolled back, and the next commit, and another connection, can write."""
+    cp = SqliteCheckpointer(path)
+    owner, head = await fill(cp, 1)
+
+    def broken(path: str) -> int:
+        raise RuntimeError("broken")
+
+    monkeypatch.setattr(_wal, "make_room", broken)
+    conn = cp._conn
+    with pytest.raises(RuntimeError, match="broken"):
+        await cp.commit(T1, owner, c.step_batch(head, {"counter": 1}, step=1))
+    assert cp._conn is conn and conn is not None and not conn.in_transaction  # rolled back
+    monkeypatch.undo()
+    await raw(path, "INSERT INTO _graphflow_meta VALUES ('probe', 1)", timeout=0.5)
+    await cp.commit(T1, owner, c.step_batch(head, {"counter": 1}, step=1))
+    assert await raw(path, "SELECT count(*) FROM gf_checkpoints") == [(2,)]
+    await cp.close()
+
+
+@pytest.mark.anyio
 async def test_a_lease_on_a_wal_that_holds_frames_makes_no_room(path: Path) -> None:
     """A lease in a process that finds the WAL holding frames (another connection wrote):
     SQLite appends to the WAL, as before; no zeros."""
