@@ -322,16 +322,17 @@ def _act(graph: Any, thread_id: str, action: str) -> dict[str, Any]:
     return {"status": result.status, "state": result.state}
 
 
-def _die_after_room() -> None:
-    """Make this process kill itself (SIGKILL) right after it gives an empty WAL room,
-    inside the transaction that found it empty: the WAL then holds zeros only, and nothing
-    was committed."""
+def _die_after_room(when: str) -> None:
+    """Make this process kill itself (SIGKILL) right after it writes zeros into the WAL,
+    inside the transaction that holds the write lock, before anything of it is committed:
+    ``when`` is ``"empty"`` (room given to a new WAL: it then holds zeros only) or
+    ``"grow"`` (room past the frames of a WAL that holds some)."""
     real = _wal.make_room
 
     def make_room(path: str) -> int:
         empty = os.path.getsize(path) == 0
         written = real(path)
-        if empty and written:
+        if written and empty == (when == "empty"):
             os.kill(os.getpid(), signal.SIGKILL)
         return written
 
@@ -341,7 +342,7 @@ def _die_after_room() -> None:
 def run_job(job: dict[str, Any]) -> list[dict[str, Any]]:
     """Build the job's graph on a new ``SqliteCheckpointer`` and run its actions."""
     if job.get("die_after_room"):
-        _die_after_room()
+        _die_after_room(job["die_after_room"])
     record = file_recorder(job["effects"])
     opts = dict(job.get("opts", {}))
     if "watch_fast" in opts:

@@ -744,7 +744,7 @@ def test_a_resume_killed_between_making_room_in_the_wal_and_its_lease_commit(
     assert first["results"][0][0]["status"] == "paused"
     assert not Path(f"{db}-wal").exists()
 
-    second = procs.fresh([job("pause", db, "t", effects, "resume", die_after_room=True)])
+    second = procs.fresh([job("pause", db, "t", effects, "resume", die_after_room="empty")])
     assert second.reap() == -signal.SIGKILL
     assert Path(f"{db}-wal").read_bytes() == bytes(_wal.ROOM_BYTES)  # zeros, no header
     check_store(db, "t")
@@ -784,6 +784,37 @@ def test_a_new_run_killed_after_its_input_commit_in_a_new_wal(tmp_path: Path, pr
     assert th is not None and th.head is not None and th.status == "running"
 
     second = procs.fresh([job("long", db, "t", effects, "continue", lease_ttl=3600.0)])
+    assert second.report()["results"] == [[{"status": "done", "state": w.LONG_FINAL}]]
+    assert w.entries(effects) == LONG_REF + Counter({"a": 1})
+    integrity_ok(db)
+
+
+@pytest.mark.slow
+def test_killed_after_writing_room_past_the_frames_recovery_stops_at_the_zeros(
+    tmp_path: Path, procs: Procs
+) -> None:
+    """A durable commit that finds SQLite's frames at the end of the WAL writes zeros past
+    them, then its own frames over the zeros. Killed between the two (the last connection
+    gone, so the next open rebuilds the WAL index from the file): recovery keeps every
+    committed frame and stops at the zeros; a fresh process finishes the run."""
+    db, effects, release = tmp_path / "store.db", tmp_path / "effects", tmp_path / "go"
+    close(SqliteCheckpointer(db))
+    other = sqlite3.connect(db, isolation_level=None)  # keeps the WAL; frames in it
+    other.execute("INSERT INTO _graphflow_meta VALUES ('probe', 1)")
+    assert Path(f"{db}-wal").stat().st_size % _wal.ROOM_BYTES != 0
+    opts = {"block": "a", "release": str(release)}
+    first = procs.fresh([job("long", db, "t", effects, "input", opts=opts, die_after_room="grow")])
+    wait_for_line(effects, "a", "enter", first)  # the input is committed (no room made)
+    before = Path(f"{db}-wal").read_bytes()
+    other.close()  # the runner's connection is now the last one
+    release.touch()
+    assert first.reap() == -signal.SIGKILL  # killed in a's step commit, zeros written
+    wal = Path(f"{db}-wal").read_bytes()
+    assert wal.startswith(before) and len(wal) > len(before) and wal.endswith(bytes(4096))
+    check_store(db, "t")  # recovery: the input's frames kept, the zeros ignored
+    rows = dump(db)
+    assert ("probe", 1) in rows["_graphflow_meta"] and len(rows["gf_checkpoints"]) == 1
+    second = procs.fresh([job("long", db, "t", effects, "continue")])
     assert second.report()["results"] == [[{"status": "done", "state": w.LONG_FINAL}]]
     assert w.entries(effects) == LONG_REF + Counter({"a": 1})
     integrity_ok(db)
