@@ -186,9 +186,9 @@ class _RoomTxn(_Txn):
 
     __slots__ = ("_wal",)
 
-    def __init__(self, conn: sqlite3.Connection, wal_path: str) -> None:
+    def __init__(self, conn: sqlite3.Connection, wal_fd: int | None) -> None:
         super().__init__(conn)
-        self._wal = wal_path
+        self._wal = wal_fd
 
     def __enter__(self) -> None:
         self._conn.execute(self._begin)
@@ -336,11 +336,11 @@ def _commit(
     thread_id: str,
     owner: str,
     batch: CommitBatch,
-    txn: Callable[[sqlite3.Connection, bool, int], AbstractContextManager[None]],
+    txn: Callable[[sqlite3.Connection, bool, Callable[[], int]], AbstractContextManager[None]],
 ) -> None:
     """The body of ``commit``: serialize everything, then one write transaction, made by
     ``txn(conn, batch.durable, size)`` (fsync'd, or relaxed for a commit nothing depends on
-    yet; ``size``: the bytes of the values it writes, counted only when not durable)."""
+    yet; ``size()``: the bytes of the values it writes)."""
     ns = batch.ns
     ck = batch.checkpoint
     upd = batch.thread
@@ -421,7 +421,7 @@ def _commit(
     params += (thread_id, owner)
     if batch.check_head:
         params.append(batch.expected_head)
-    size = 0 if batch.durable else _blob_bytes(tasks, memos, chans, pauses, answers, [ck_row])
+    size = lambda: _blob_bytes(tasks, memos, chans, pauses, answers, [ck_row])  # noqa: E731
     _write(conn, txn(conn, batch.durable, size), thread_id, owner, batch, sql, params, tasks,
            memos, ck_row, chans, large, pauses, answers)  # fmt: skip
 

@@ -46,13 +46,26 @@ ROOM_BYTES = 128 * 1024
 _ZEROS = bytes(2 * ROOM_BYTES)
 
 
-def is_empty(wal_path: str) -> bool:
-    """Whether the WAL file exists and is empty (one that cannot be looked at may hold
-    frames: it counts as not empty)."""
+def open_fd(wal_path: str) -> int | None:
+    """A descriptor on the WAL file that SQLite opened (never through a symlink, never
+    creating one), kept while the connection is open: SQLite deletes the WAL only when the
+    last connection closes, so it stays the same file. None where it cannot be had."""
+    if os.name != "posix":  # elsewhere SQLite may hold the file open exclusively
+        return None
     try:
-        return os.stat(wal_path).st_size == 0
-    except OSError:  # it exists once the connection has read: one not seen may hold frames
-        return False
+        return os.open(wal_path, os.O_WRONLY | os.O_CLOEXEC | os.O_NOFOLLOW)
+    except OSError:
+        return None
+
+
+def size(fd: int | None) -> int | None:
+    """The WAL's size in bytes (None: unknown, and it may hold frames)."""
+    if fd is None:
+        return None
+    try:
+        return os.lseek(fd, 0, os.SEEK_END)
+    except OSError:
+        return None
 
 
 def _wanted(size: int) -> int:
@@ -64,24 +77,17 @@ def _wanted(size: int) -> int:
     return (size // ROOM_BYTES + 2) * ROOM_BYTES  # one to two chunks past the end
 
 
-def make_room(wal_path: str) -> int:
-    """Write zeros past the end of the WAL (into it, if empty) when SQLite's frames have
-    reached the end of the room; the caller holds the WAL write lock (see the module's
-    docstring). The bytes written: 0 when no room was needed or none could be made."""
-    if os.name != "posix":  # elsewhere SQLite may hold the file open exclusively
+def make_room(fd: int | None) -> int:
+    """Write zeros past the end of the WAL open on ``fd`` (into it, if empty) when SQLite's
+    frames have reached the end of the room; the caller holds the WAL write lock (see the
+    module's docstring). The bytes written: 0 when no room was needed or none could be
+    made."""
+    if fd is None:
         return 0
     try:
-        size = os.stat(wal_path).st_size
-        if _wanted(size) == size:
+        now = os.lseek(fd, 0, os.SEEK_END)
+        if now and now % ROOM_BYTES == 0:  # (on every durable commit: the usual case first)
             return 0
-        fd = os.open(wal_path, os.O_WRONLY | os.O_CLOEXEC | os.O_NOFOLLOW)
-    except OSError:
-        return 0
-    try:
-        size = os.fstat(fd).st_size  # of the file opened
-        end = _wanted(size)
-        return os.pwrite(fd, memoryview(_ZEROS)[: end - size], size) if end > size else 0
+        return os.pwrite(fd, memoryview(_ZEROS)[: _wanted(now) - now], now)
     except OSError:  # a full disk, say: the WAL simply grows as usual
         return 0
-    finally:
-        os.close(fd)

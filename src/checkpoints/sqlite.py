@@ -136,6 +136,7 @@ class SqliteCheckpointer:
         self.busy_timeout = busy_timeout
         self.synchronous = synchronous.upper()
         self._conn: sqlite3.Connection | None = None
+        self._wal_fd: int | None = None  # on the WAL, while the connection is open (_wal)
         self._sync_level = self.synchronous
         self._lock = threading.Lock()
         self._limiter = anyio.CapacityLimiter(1)
@@ -165,7 +166,19 @@ class SqliteCheckpointer:
             conn.close()
             raise
         self._conn = conn
+        self._wal_fd = _wal.open_fd(self._wal_path)  # SQLite made the WAL as it first read
         return conn
+
+    def _close_conn(self) -> None:
+        """Close the connection (and the descriptor on its WAL)."""
+        conn, fd = self._conn, self._wal_fd
+        self._conn, self._wal_fd = None, None
+        try:
+            if fd is not None:
+                os.close(fd)
+        finally:
+            if conn is not None:
+                conn.close()
 
     def _drop_if_stuck(self) -> None:
         """Close a connection left inside a transaction (its ROLLBACK failed).
@@ -175,9 +188,8 @@ class SqliteCheckpointer:
         """
         conn = self._conn
         if conn is not None and conn.in_transaction:
-            with contextlib.suppress(sqlite3.Error):
-                conn.close()
-            self._conn = None
+            with contextlib.suppress(sqlite3.Error, OSError):
+                self._close_conn()
 
     def _call(self, thread_id: str | None, fn: Callable[[sqlite3.Connection], T]) -> T:
         """Run ``fn`` on the connection (in a worker thread); damage becomes an error."""
@@ -222,8 +234,7 @@ class SqliteCheckpointer:
                         # closing checkpoints the WAL: never without its syncs
                         with contextlib.suppress(sqlite3.Error):
                             self._ensure_sync(True)
-                    self._conn.close()
-                    self._conn = None
+                    self._close_conn()
 
         await anyio.to_thread.run_sync(close, limiter=self._limiter)
 
@@ -258,7 +269,7 @@ class SqliteCheckpointer:
             self._sync_level = want
 
     def _wal_is_empty(self) -> bool:
-        return _wal.is_empty(self._wal_path)
+        return _wal.size(self._wal_fd) == 0  # (unknown: it may hold frames)
 
     @contextlib.contextmanager
     def _relaxed_txn(self, conn: sqlite3.Connection) -> Iterator[None]:
@@ -289,7 +300,7 @@ class SqliteCheckpointer:
                     self._ensure_sync(False)
                     conn.execute("BEGIN IMMEDIATE")
                 elif off:  # a new WAL, and the write lock is ours: give it room (see _wal)
-                    _wal.make_room(self._wal_path)
+                    _wal.make_room(self._wal_fd)
                 yield
         finally:
             if self._sync_level == "OFF" != self.synchronous:
@@ -381,16 +392,16 @@ class SqliteCheckpointer:
         await self._run(thread_id, lambda conn: _commit(conn, thread_id, owner, batch, txn))
 
     def _commit_txn(
-        self, conn: sqlite3.Connection, durable: bool, size: int
+        self, conn: sqlite3.Connection, durable: bool, size: Callable[[], int]
     ) -> AbstractContextManager[None]:
         """A commit's transaction: fsync'd (``_call`` set the durable level; room is kept
         in the WAL, see ``_wal``), or, for a commit nothing durable depends on yet (a run's
         input), relaxed like a lease's when it is small (see ``_relaxed_txn``); a larger one
         runs at ``NORMAL``."""
         if durable:
-            return _RoomTxn(conn, self._wal_path)
-        if size < _RELAXED_MAX_BYTES:
-            return self._relaxed_txn(conn)
+            return _RoomTxn(conn, self._wal_fd)
+        if self._wal_is_empty() and size() < _RELAXED_MAX_BYTES:
+            return self._relaxed_txn(conn)  # (which looks again, under the write lock)
         self._ensure_sync(False)
         return _Txn(conn)
 

@@ -930,7 +930,7 @@ async def test_a_failure_while_making_room_ends_the_transaction(
     cp = SqliteCheckpointer(path)
     owner, head = await fill(cp, 1)
 
-    def broken(path: str) -> int:
+    def broken(fd: int | None) -> int:
         raise RuntimeError("broken")
 
     monkeypatch.setattr(_wal, "make_room", broken)
@@ -1012,27 +1012,63 @@ async def test_a_large_input_is_never_committed_at_synchronous_off(path: Path) -
     await cp.close()
 
 
+@pytest.mark.anyio
+async def test_the_wal_descriptor_lives_and_dies_with_the_connection(path: Path) -> None:
+    """The descriptor kept on the WAL is opened with the connection and closed with it (by
+    close, or when a stuck connection is dropped): opening and closing leaks none."""
+    fds = lambda: len(os.listdir("/proc/self/fd"))  # noqa: E731
+    cp = SqliteCheckpointer(path)
+    await fill(cp, 1)
+    await cp.close()
+    before = fds()
+    for _ in range(20):
+        cp = SqliteCheckpointer(path)
+        assert cp._wal_fd is not None
+        assert os.path.samefile(f"/proc/self/fd/{cp._wal_fd}", f"{path}-wal")
+        await cp.get_thread(T1)
+        await cp.close()
+        assert cp._wal_fd is None and cp._conn is None
+    assert fds() == before
+    cp = SqliteCheckpointer(path)
+    assert cp._conn is not None
+    cp._conn.execute("BEGIN")  # as a failed ROLLBACK leaves it
+    cp._drop_if_stuck()
+    assert cp._wal_fd is None and cp._conn is None and fds() == before
+    assert (await cp.get_thread(T1)) is not None  # reopened
+    assert cp._wal_fd is not None
+    await cp.close()
+
+
 def test_make_room_writes_zeros_only_past_the_end(tmp_path: Path) -> None:
     room = _wal.ROOM_BYTES
+
+    def make_room(path: Path) -> int:
+        fd = _wal.open_fd(str(path))
+        try:
+            return _wal.make_room(fd)
+        finally:
+            if fd is not None:
+                os.close(fd)
+
     empty, used, full = tmp_path / "empty-wal", tmp_path / "used-wal", tmp_path / "full-wal"
     empty.write_bytes(b"")
-    assert _wal.make_room(str(empty)) == room
+    assert make_room(empty) == room
     assert empty.read_bytes() == bytes(room)
     used.write_bytes(b"frames")  # frames reached the end of the room: one to two more chunks
-    assert _wal.make_room(str(used)) == 2 * room - 6
+    assert make_room(used) == 2 * room - 6
     assert used.read_bytes() == b"frames" + bytes(2 * room - 6)
     used.write_bytes(b"x" * (room + room // 2))
-    assert _wal.make_room(str(used)) == room // 2 + room
+    assert make_room(used) == room // 2 + room
     assert used.read_bytes() == b"x" * (room + room // 2) + bytes(room // 2 + room)
     full.write_bytes(b"y" * room)  # the zeros still end it (their end is a chunk boundary)
-    assert _wal.make_room(str(full)) == 0 and full.read_bytes() == b"y" * room
-    assert _wal.make_room(str(tmp_path / "missing-wal")) == 0
+    assert make_room(full) == 0 and full.read_bytes() == b"y" * room
+    assert _wal.open_fd(str(tmp_path / "missing-wal")) is None
     assert not (tmp_path / "missing-wal").exists()  # never created: SQLite creates its WAL
+    assert _wal.make_room(None) == 0 and _wal.size(None) is None
     link = tmp_path / "link-wal"
     link.symlink_to(tmp_path / "elsewhere")
     (tmp_path / "elsewhere").write_bytes(b"")
-    assert _wal.make_room(str(link)) == 0  # never through a symlink (as SQLite opens it)
-    assert (tmp_path / "elsewhere").read_bytes() == b""
+    assert _wal.open_fd(str(link)) is None  # never through a symlink (as SQLite opens it)
 
 
 @pytest.mark.anyio

@@ -329,9 +329,9 @@ def _die_after_room(when: str) -> None:
     ``"grow"`` (room past the frames of a WAL that holds some)."""
     real = _wal.make_room
 
-    def make_room(path: str) -> int:
-        empty = os.path.getsize(path) == 0
-        written = real(path)
+    def make_room(fd: int | None) -> int:
+        empty = _wal.size(fd) == 0
+        written = real(fd)
         if written and empty == (when == "empty"):
             os.kill(os.getpid(), signal.SIGKILL)
         return written
