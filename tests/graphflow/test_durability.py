@@ -39,7 +39,7 @@ import anyio
 import pytest
 
 from checkpoints import CommitBatch, CorruptCheckpointError, SqliteCheckpointer, _wal
-from checkpoints.models import ThreadId
+from checkpoints.models import ThreadId, ThreadRecord
 
 WORKER = Path(__file__).with_name("_durability_worker.py")
 TIMEOUT = 60.0  # seconds any child may take; only guards against hangs, never asserted
@@ -247,6 +247,15 @@ def compiled(builder: Any, db: Path, **kw: Any) -> tuple[Any, SqliteCheckpointer
 
 def close(cp: Any) -> None:
     anyio.run(cp.close)
+
+
+def thread_row(db: Path, tid: str) -> ThreadRecord | None:
+    """The thread's row, read through a store of its own (opened and closed here)."""
+    cp = SqliteCheckpointer(db)
+    try:
+        return anyio.run(cp.get_thread, ThreadId(tid))
+    finally:
+        close(cp)
 
 
 def committed_nodes(graph: Any, tid: str) -> set[str]:
@@ -685,9 +694,7 @@ def test_a_killed_runners_lease_is_taken_over_at_once(
     wait_for_line(effects, "e", "enter", first)
     first.kill(reap=reap)  # not reaped: a zombie, whose pid still exists
 
-    cp = SqliteCheckpointer(db)
-    th = anyio.run(cp.get_thread, ThreadId("t"))
-    close(cp)
+    th = thread_row(db, "t")
     assert th is not None and th.lease_owner is not None
     assert f":{first.pid}:" in th.lease_owner and th.lease_expires_at > time.time() + 3000
 
@@ -718,11 +725,7 @@ def test_a_resume_killed_after_taking_the_lease_is_taken_over_and_finishes(
     wal = Path(f"{db}-wal").read_bytes()  # room made by the lease, which SQLite wrote over
     assert len(wal) == _wal.ROOM_BYTES and wal[:4] != bytes(4)
     check_store(db, "t")
-    cp = SqliteCheckpointer(db)
-    try:
-        th = anyio.run(cp.get_thread, ThreadId("t"))
-    finally:
-        close(cp)
+    th = thread_row(db, "t")
     assert th is not None and th.status == "paused" and th.lease_owner is not None
     assert f":{second.pid}:" in th.lease_owner  # the lease was committed, then its owner died
 
@@ -748,11 +751,7 @@ def test_a_resume_killed_between_making_room_in_the_wal_and_its_lease_commit(
     assert second.reap() == -signal.SIGKILL
     assert Path(f"{db}-wal").read_bytes() == bytes(_wal.ROOM_BYTES)  # zeros, no header
     check_store(db, "t")
-    cp = SqliteCheckpointer(db)
-    try:
-        th = anyio.run(cp.get_thread, ThreadId("t"))
-    finally:
-        close(cp)
+    th = thread_row(db, "t")
     assert th is not None and th.status == "paused" and th.lease_owner is None
 
     third = procs.fresh([job("pause", db, "t", effects, "resume")]).report()
@@ -776,11 +775,7 @@ def test_a_new_run_killed_after_its_input_commit_in_a_new_wal(tmp_path: Path, pr
     assert first.kill() == -signal.SIGKILL
     assert Path(f"{db}-wal").stat().st_size == _wal.ROOM_BYTES
     check_store(db, "t")
-    cp = SqliteCheckpointer(db)
-    try:
-        th = anyio.run(cp.get_thread, ThreadId("t"))
-    finally:
-        close(cp)
+    th = thread_row(db, "t")
     assert th is not None and th.head is not None and th.status == "running"
 
     second = procs.fresh([job("long", db, "t", effects, "continue", lease_ttl=3600.0)])
