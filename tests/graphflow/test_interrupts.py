@@ -709,3 +709,41 @@ def test_continuing_a_finished_thread_runs_nothing(backend: Backend) -> None:
     assert again.state == first.state
     assert again.checkpoint_id == first.checkpoint_id
     assert calls == {"a": 1, "b": 1, "c": 1}
+
+
+@pytest.mark.parametrize("parallel", [False, True], ids=["one task", "two tasks"])
+@pytest.mark.parametrize("kind", ["memory", "sqlite"])
+def test_a_pause_leaves_no_reference_cycle(
+    tmp_path: pathlib.Path, kind: str, parallel: bool
+) -> None:
+    """A pause is control flow: when ``invoke`` returns, the paused run's objects are freed
+    by reference counting, not left in a cycle for the garbage collector (the interrupt's
+    traceback held the frame that caught it: some 35 objects, the whole run, per pause)."""
+    import gc
+
+    def ask(state: State) -> dict[str, Any]:
+        return {"log": [str(interrupt("ok?"))]}
+
+    builder = StateGraph(State).add_node("ask", ask).add_edge(START, "ask").add_edge("ask", END)
+    if parallel:  # a step of two sync tasks: they run in worker threads
+        builder.add_node("other", lambda s: {"count": 1}).add_edge(START, "other").add_edge(
+            "other", END
+        )
+    store = MemoryCheckpointer() if kind == "memory" else SqliteCheckpointer(tmp_path / "s.db")
+    graph = builder.compile(checkpointer=store)
+    assert graph.invoke({}, thread_id="warm").status == "paused"  # caches filled
+    gc.collect()
+    flags = gc.get_debug()
+    gc.disable()
+    gc.set_debug(gc.DEBUG_SAVEALL)  # what a collection finds is kept in gc.garbage
+    try:
+        assert graph.invoke({}, thread_id="t").status == "paused"
+        gc.collect()
+        found = [type(o).__name__ for o in gc.garbage]
+    finally:
+        gc.set_debug(flags)
+        gc.garbage.clear()
+        gc.enable()
+    assert found == []
+    if kind == "sqlite":
+        anyio.run(store.close)

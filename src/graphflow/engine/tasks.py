@@ -60,6 +60,14 @@ class Outcome:
     ended_at: float = 0.0
 
 
+def _untraced(sig: PauseSignal) -> PauseSignal:
+    """A pause without its traceback. A pause is control flow, not an error: its traceback
+    would reference the frame that caught it, whose local holds the signal, a reference
+    cycle that keeps the whole run (state, records, context) alive until the garbage
+    collector runs, on every pause."""
+    return sig.with_traceback(None)
+
+
 class TaskRunner:
     """Runs tasks for a ``Run`` (which provides the attributes declared here)."""
 
@@ -202,7 +210,9 @@ class TaskRunner:
             exc: BaseException | None = None
             try:
                 result = await self._call(node, state, ctx, inline)
-            except (PauseSignal, Exception) as e:
+            except PauseSignal as e:
+                exc = _untraced(e)
+            except Exception as e:
                 exc = e
             wait = self._retry(node, exc, attempt - job.prior_attempts)
             if wait is None:
@@ -225,7 +235,9 @@ class TaskRunner:
             token = set_current(ctx)
             try:
                 result = node.fn(state, ctx) if args_ctx else node.fn(state)
-            except (PauseSignal, Exception) as e:
+            except PauseSignal as e:
+                exc = _untraced(e)
+            except Exception as e:
                 exc = e
             finally:
                 reset_current(token)
