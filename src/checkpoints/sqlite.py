@@ -13,6 +13,10 @@ module adds durability and multi-process safety. Decisions behind it:
 - **Durable commits.** WAL with ``synchronous=FULL`` (the default): ``commit`` returns after
   the WAL is fsync'd (promise 2). A lease alone, or a run's input checkpoint, waits for no
   fsync: the next durable commit covers it (``_ensure_sync``, ``_relaxed_txn``).
+- **Room in the WAL.** Under the write lock, a new WAL and every durable commit keep zeros
+  written ahead of the WAL's end, so that commits overwrite the file instead of growing it
+  (an fsync then skips a filesystem-journal commit); ``_wal`` says why that is safe. One
+  descriptor on the WAL is kept while the connection is open.
 - **Every write is ``BEGIN IMMEDIATE``**, so the write lock is taken (waiting up to
   ``busy_timeout`` for other processes) before anything is read: the lease test-and-set and
   the head compare-and-set cannot race with another process, and a transaction never fails
