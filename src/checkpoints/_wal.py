@@ -68,15 +68,6 @@ def size(fd: int | None) -> int | None:
         return None
 
 
-def _wanted(size: int) -> int:
-    """Where zeros should end for a WAL of ``size`` bytes (``size``: nothing to do)."""
-    if size == 0:
-        return ROOM_BYTES
-    if size % ROOM_BYTES == 0:  # our zeros still end the file: SQLite has not passed them
-        return size
-    return (size // ROOM_BYTES + 2) * ROOM_BYTES  # one to two chunks past the end
-
-
 def make_room(fd: int | None) -> int:
     """Write zeros past the end of the WAL open on ``fd`` (into it, if empty) when SQLite's
     frames have reached the end of the room; the caller holds the WAL write lock (see the
@@ -86,8 +77,10 @@ def make_room(fd: int | None) -> int:
         return 0
     try:
         now = os.lseek(fd, 0, os.SEEK_END)
-        if now and now % ROOM_BYTES == 0:  # (on every durable commit: the usual case first)
+        if now and now % ROOM_BYTES == 0:  # our zeros still end the file: room is left
             return 0
-        return os.pwrite(fd, memoryview(_ZEROS)[: _wanted(now) - now], now)
+        # An empty WAL gets one chunk; one SQLite's frames ran past, one to two beyond them.
+        end = (now // ROOM_BYTES + 2) * ROOM_BYTES if now else ROOM_BYTES
+        return os.pwrite(fd, memoryview(_ZEROS)[: end - now], now)
     except OSError:  # a full disk, say: the WAL simply grows as usual
         return 0
