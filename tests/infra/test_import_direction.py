@@ -7,7 +7,12 @@ import pathlib
 import subprocess
 import sys
 
-SRC = pathlib.Path(__file__).resolve().parents[2] / "src"
+ROOT = pathlib.Path(__file__).resolve().parents[2]
+PACKAGES = ("graphflow", "checkpoints")
+
+
+def _sources() -> list[pathlib.Path]:
+    return [p for pkg in PACKAGES for p in (ROOT / pkg).rglob("*.py")]
 
 
 def _imports(path: pathlib.Path) -> set[str]:
@@ -23,8 +28,8 @@ def _imports(path: pathlib.Path) -> set[str]:
 
 def test_checkpoints_source_never_imports_graphflow() -> None:
     offenders = [
-        str(p.relative_to(SRC))
-        for p in (SRC / "checkpoints").rglob("*.py")
+        str(p.relative_to(ROOT))
+        for p in (ROOT / "checkpoints").rglob("*.py")
         if any(m == "graphflow" or m.startswith("graphflow.") for m in _imports(p))
     ]
     assert offenders == []
@@ -40,8 +45,8 @@ def test_importing_checkpoints_loads_no_graphflow_module() -> None:
 
 def test_msgpack_only_in_serde() -> None:
     offenders = [
-        str(p.relative_to(SRC))
-        for p in SRC.rglob("*.py")
+        str(p.relative_to(ROOT))
+        for p in _sources()
         if "msgpack" in _imports(p) and p.name != "serde.py"
     ]
     assert offenders == []
@@ -49,8 +54,8 @@ def test_msgpack_only_in_serde() -> None:
 
 def test_networkx_only_in_validation_and_drawing() -> None:
     offenders = [
-        str(p.relative_to(SRC))
-        for p in SRC.rglob("*.py")
+        str(p.relative_to(ROOT))
+        for p in _sources()
         if "networkx" in _imports(p) and p.name not in ("validate.py", "drawing.py")
     ]
     assert offenders == []
@@ -62,7 +67,7 @@ def test_import_linter_contract() -> None:
         "sys.exit(lint_imports_command())"
     )
     out = subprocess.run(
-        [sys.executable, "-c", code], capture_output=True, text=True, cwd=SRC.parent
+        [sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT
     )
     assert out.returncode == 0, out.stdout + out.stderr
     assert "1 kept, 0 broken" in out.stdout
