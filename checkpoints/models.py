@@ -209,6 +209,10 @@ class DecisionRecord:
     applied: bool = True
     note: str | None = None
     created_at: float = field(default_factory=now)
+    pause_id: PauseId | None = None
+    """The pause the decision answered (None when it matched no pending pause)."""
+    extra: dict[str, Any] = field(default_factory=dict)
+    """More facts about the decision (stored serialized; empty for most)."""
 
 
 @dataclass(frozen=True, slots=True)

@@ -12,10 +12,9 @@ import anyio
 from checkpoints.errors import CorruptCheckpointError, LeaseHeldError
 from checkpoints.lease import new_owner
 from checkpoints.models import (
-    AnswerRecord,
     CheckpointRecord,
     CommitBatch,
-    PauseId,
+    DecisionRecord,
     ThreadId,
     ThreadInfo,
     ThreadStatus,
@@ -24,14 +23,14 @@ from checkpoints.models import (
     now,
 )
 from graphflow import _sync
+from graphflow.engine import answers
 from graphflow.engine.loop import Run
-from graphflow.engine.pauses import UNSET, is_pause_map, pause_from_record, refuse_tool_answers
+from graphflow.engine.pauses import UNSET, pause_from_record
 from graphflow.errors import (
     InvalidArgumentError,
     NothingToResumeError,
     ThreadBusyError,
     ThreadNotFoundError,
-    UnknownPauseError,
 )
 from graphflow.state_api import StateAPI
 from graphflow.types import Event, Pause, RunResult
@@ -255,43 +254,34 @@ class CompiledGraph(StateAPI):
         resume: Any = UNSET,
         by: str | None = None,
         reason: str | None = None,
-    ) -> None:
-        """Record answers durably without running; the next run of the thread applies them."""
+    ) -> tuple[DecisionRecord, ...]:
+        """Record answers durably without running; the next run of the thread applies them.
+
+        The same rules as ``invoke`` (``graphflow.engine.answers``): tool confirmations are
+        answered by ``decisions=`` only, interrupts and gates by ``resume=``. Returns the
+        decisions that answered nothing (each with the reason in ``note``); every decision
+        is recorded (``list_decisions``).
+        """
+        checked = answers.check_decisions(decisions)
+        if resume is UNSET and not checked:
+            raise InvalidArgumentError("submit needs decisions= or resume= to record")
         store = self._store()
-        await self._ensure_setup()
+        await self._ensure_setup(thread_id)
         th = await store.get_thread(ThreadId(thread_id))
         if th is None:
             raise ThreadNotFoundError(thread_id)
         pending = list(th.pending_pause_ids)
         if not pending:
             raise NothingToResumeError(thread_id)
-        if resume is not UNSET:
-            if is_pause_map(resume):
-                unknown = [k for k in resume if k not in pending]
-                if unknown:
-                    raise UnknownPauseError(thread_id, unknown, pending)
-                refuse_tool_answers(
-                    thread_id, await store.get_pauses(th.thread_id, [PauseId(k) for k in resume])
-                )
-                items = list(resume.items())
-            else:
-                if len(pending) != 1:
-                    from graphflow.errors import AmbiguousResumeError
-
-                    raise AmbiguousResumeError(thread_id, pending)
-                items = [(pending[0], resume)]
-            await store.put_answers(
-                [AnswerRecord(PauseId(k), ThreadId(thread_id), v, by, reason) for k, v in items]
-            )
-        if decisions:
-            from graphflow.auth.decisions import match_decisions
-
-            records = await store.get_pauses(th.thread_id, list(th.pending_pause_ids))
-            if reason is not None:
-                decisions = {k: _with_reason(v, reason) for k, v in decisions.items()}
-            answers, decided = match_decisions(thread_id, records, decisions, by=by)
-            await store.put_decisions(decided)
-            await store.put_answers(answers)
+        records = await store.get_pauses(th.thread_id, pending)
+        found = answers.resolve(
+            thread_id, records, resume=resume, decisions=checked, by=by, reason=reason
+        )
+        if found.decisions:
+            await store.put_decisions(found.decisions)
+        if found.answers:
+            await store.put_answers(found.answers)
+        return found.ignored
 
     def submit(
         self,
@@ -301,13 +291,29 @@ class CompiledGraph(StateAPI):
         resume: Any = UNSET,
         by: str | None = None,
         reason: str | None = None,
-    ) -> None:
+    ) -> tuple[DecisionRecord, ...]:
         """Sync ``asubmit``."""
 
-        async def go() -> None:
-            await self.asubmit(thread_id, decisions=decisions, resume=resume, by=by, reason=reason)
+        async def go() -> tuple[DecisionRecord, ...]:
+            return await self.asubmit(
+                thread_id, decisions=decisions, resume=resume, by=by, reason=reason
+            )
 
-        _sync.run_sync("submit", go)
+        return _sync.run_sync("submit", go)
+
+    async def alist_decisions(self, thread_id: str) -> list[DecisionRecord]:
+        """The thread's decision records, oldest first, as they took effect: a decision that
+        answered nothing has ``applied=False`` and the reason in ``note``; of several
+        decisions on one call the latest wins and the earlier are marked superseded."""
+        store = self._store()
+        await self._ensure_setup(thread_id)
+        if await store.get_thread(ThreadId(thread_id)) is None:
+            raise ThreadNotFoundError(thread_id)
+        return answers.effective(await store.list_decisions(ThreadId(thread_id)))
+
+    def list_decisions(self, thread_id: str) -> list[DecisionRecord]:
+        """Sync ``alist_decisions``."""
+        return _sync.run_sync("list_decisions", self.alist_decisions, thread_id)
 
     async def acancel(self, thread_id: str, *, reason: str, by: str | None = None) -> None:
         """End a thread: it runs nothing more; the reason and actor are recorded."""
@@ -368,9 +374,3 @@ class CompiledGraph(StateAPI):
 
         return draw_mermaid(self.builder)
 
-
-def _with_reason(value: Any, reason: str) -> Any:
-    from graphflow.auth.decisions import Decision
-
-    d = Decision.coerce(value)
-    return d if d.reason is not None else Decision(d.verdict, d.fingerprint, d.by, reason)

@@ -106,10 +106,18 @@ class NothingToResumeError(GraphflowError):
 class UnknownPauseError(GraphflowError, LookupError):
     """``resume=`` named pause ids that are not pending in the thread."""
 
-    def __init__(self, thread_id: str, unknown: Sequence[str], pending: Sequence[str]):
+    def __init__(
+        self,
+        thread_id: str,
+        unknown: Sequence[str],
+        pending: Sequence[str],
+        *,
+        hint: str | None = None,
+    ):
+        extra = f"; {hint}" if hint else ""
         super().__init__(
             f"thread {thread_id!r} has no pending pause {sorted(unknown)}; pending: "
-            f"{sorted(pending)}"
+            f"{sorted(pending)}{extra}"
         )
         self.thread_id = thread_id
         self.unknown = tuple(unknown)

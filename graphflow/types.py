@@ -7,6 +7,8 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, Literal
 
+from checkpoints.models import DecisionRecord
+
 START = "__start__"
 """The virtual node every run starts from."""
 
@@ -105,6 +107,10 @@ class RunResult:
     pauses: list[Pause]
     thread_id: str
     checkpoint_id: str | None
+    ignored_decisions: tuple[DecisionRecord, ...] = ()
+    """Decisions of this call that answered nothing (unknown call id, fingerprint mismatch,
+    an interrupt's pause id ...), each with the reason in ``note``; also stored (see
+    ``CompiledGraph.list_decisions``)."""
 
 
 @dataclass(frozen=True, slots=True)

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import inspect
 from collections.abc import Awaitable, Callable, Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any, Protocol
 
 from checkpoints.models import CallId, DecisionRecord, ThreadId
@@ -18,7 +19,7 @@ from graphflow.agents.messages import Message, ModelResponse, ToolCall, coerce_m
 from graphflow.agents.models import Model
 from graphflow.agents.tools import Tool, ToolArgumentError
 from graphflow.agents.tools import tool as make_tool
-from graphflow.auth.decisions import Decision, tool_call_fingerprint
+from graphflow.decisions import Decision, tool_call_fingerprint
 from graphflow.engine.context import NodeContext, PauseRequest
 from graphflow.errors import InvalidArgumentError
 from graphflow.types import ToolConfirmationRequest
@@ -108,7 +109,7 @@ class AgentNode:
             pauses: list[PauseRequest] = []
             results: list[Message] = []
             for call in resp.tool_calls:
-                content = await self._handle_call(ctx, call, pauses)
+                content = await self._handle_call(ctx, Proposal(ctx.task_id, turn, call), pauses)
                 if content is not None:
                     results.append(
                         Message(
@@ -125,10 +126,17 @@ class AgentNode:
         return {self.messages_key: new}
 
     async def _handle_call(
-        self, ctx: NodeContext, call: ToolCall, pauses: list[PauseRequest]
+        self, ctx: NodeContext, proposal: Proposal, pauses: list[PauseRequest]
     ) -> str | None:
-        """The tool result text for the model, or None when the call pauses."""
+        """The tool result text for the model, or None when the call pauses.
+
+        Everything about a call (its pause, a handler's decision, its dispatch record) is
+        keyed by its ``Proposal``, never by the bare call id: providers number calls per
+        response, so a later turn or run may propose another call under the same id, and
+        that one is authorized and, where needed, confirmed afresh.
+        """
         agent = self.agent
+        call = proposal.call
         tool = agent.tools_by_name.get(call.name)
         if tool is None:
             return f"Error: unknown tool {call.name!r}; available: {sorted(agent.tools_by_name)}"
@@ -141,9 +149,9 @@ class AgentNode:
             call.name, call.id, dict(call.args), fingerprint, self.name
         )
         if agent.needs_confirmation(call.name):
-            decision = await self._decision(ctx, request)
+            decision = await self._decision(ctx, proposal, request)
             if decision is None:
-                pauses.append(_pause(f"tc:{call.id}", request, None))
+                pauses.append(_pause(proposal.key("tc"), request, None))
                 return None
             if decision.verdict == "deny":
                 why = f": {decision.reason}" if decision.reason else ""
@@ -156,7 +164,7 @@ class AgentNode:
         if tool.idempotent:
             force = True
         else:
-            found, ans = ctx.answer(f"unknown:{call.id}")
+            found, ans = ctx.answer(proposal.key("unknown"))
             if found:
                 d = Decision.coerce(ans)
                 if d.verdict == "deny":
@@ -165,18 +173,20 @@ class AgentNode:
                         "crash; a human chose not to run it again."
                     )
                 force = True
-        out = await ctx.dispatch_once(call.id, call.name, fingerprint, run, force=force)
+        out = await ctx.dispatch_once(
+            proposal.dispatch_key, call.name, fingerprint, run, force=force
+        )
         if out.status == "unknown":
-            pauses.append(_pause(f"unknown:{call.id}", request, "unknown"))
+            pauses.append(_pause(proposal.key("unknown"), request, "unknown"))
             return None
         if out.status == "failed":
             return f"Error: tool {call.name} failed: {out.error}"
         return _as_text(out.result)
 
     async def _decision(
-        self, ctx: NodeContext, request: ToolConfirmationRequest
+        self, ctx: NodeContext, proposal: Proposal, request: ToolConfirmationRequest
     ) -> Decision | None:
-        found, ans = ctx.answer(f"tc:{request.function_call_id}")
+        found, ans = ctx.answer(proposal.key("tc"))
         if found:
             d = Decision.coerce(ans)
             # Decisions are matched to the call's fingerprint when stored; check it again.
@@ -211,8 +221,27 @@ class AgentNode:
             )
             return d.as_answer() if ok else None
 
-        raw = await ctx.step_once(f"handler:{request.function_call_id}", ask)
+        raw = await ctx.step_once(proposal.key("handler"), ask)
         return Decision.coerce(raw) if raw is not None else None
+
+
+@dataclass(frozen=True, slots=True)
+class Proposal:
+    """One proposed tool call: the call, in the model turn of the task that proposed it."""
+
+    task_id: str
+    turn: int
+    call: ToolCall
+
+    def key(self, what: str) -> str:
+        """A key for this proposal's pause or memo, unique within its task."""
+        return f"{what}:t{self.turn}:{self.call.id}"
+
+    @property
+    def dispatch_key(self) -> str:
+        """The key of this proposal's dispatch record, unique in the thread: the call id,
+        then the task and turn that proposed it."""
+        return f"{self.call.id}@{self.task_id}:t{self.turn}"
 
 
 def _pause(key: str, request: ToolConfirmationRequest, outcome: str | None) -> PauseRequest:

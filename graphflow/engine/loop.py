@@ -39,6 +39,7 @@ from checkpoints.models import (
     CheckpointId,
     CheckpointRecord,
     CommitBatch,
+    DecisionRecord,
     MemoRecord,
     PauseId,
     PauseRecord,
@@ -54,16 +55,15 @@ from checkpoints.models import (
     next_version,
     now,
 )
-from graphflow.engine import plan
+from graphflow.decisions import Decision
+from graphflow.engine import answers, plan
 from graphflow.engine.apply import COMPACT_EVERY, apply_writes, set_write
 from graphflow.engine.context import (
     EngineFault,
     PauseRequest,
     PauseSignal,
 )
-from graphflow.engine.pauses import (
-    UNSET,
-)
+from graphflow.engine.pauses import UNSET, make_pause_id
 from graphflow.engine.start import RunStart
 from graphflow.engine.tasks import Outcome, TaskRunner
 from graphflow.errors import (
@@ -118,7 +118,10 @@ class Run(RunStart, TaskRunner):
         self.path_prefix = path_prefix
         self.collect: Mapping[str, str] = collect or {}
         self.principal = principal
-        self.decisions: Mapping[str, Any] = dict(decisions or {})
+        self.decisions: Mapping[str, Decision] = (
+            parent.decisions if parent else answers.check_decisions(decisions)
+        )
+        self.ignored: tuple[DecisionRecord, ...] = ()
         self.recursion_limit = recursion_limit
         self.sink = sink
         self.mode = mode
@@ -153,7 +156,7 @@ class Run(RunStart, TaskRunner):
     # -- identities ---------------------------------------------------------------------
     def pause_id(self, task_id: str, key: str) -> str:
         """The stable id of a task's pause (unique in the thread: task ids are)."""
-        return f"{task_id}:{key}"
+        return make_pause_id(task_id, key)
 
     # -- events ---------------------------------------------------------------------------
     def _emit(self, type_: str, node: str | None, step: int | None, data: Any) -> None:
@@ -419,7 +422,12 @@ class Run(RunStart, TaskRunner):
                 if self.parent is None:
                     self._emit("done", None, ck.step, self.graph.schema.view(self.values))
                 return RunResult(
-                    "done", self.graph.schema.view(self.values), [], self.thread_id, ck.id
+                    "done",
+                    self.graph.schema.view(self.values),
+                    [],
+                    self.thread_id,
+                    ck.id,
+                    self._root().ignored,
                 )
             steps += 1
             if steps > self.recursion_limit:

@@ -1,13 +1,12 @@
-"""Pauses and answers: the public ``Pause`` of a stored record, and what counts as an answer."""
+"""Pauses: the public ``Pause`` of a stored record, and pause ids (made and parsed here)."""
 
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from typing import Any
 
 from checkpoints.models import PauseRecord, to_datetime
-from graphflow.errors import InvalidArgumentError
 from graphflow.types import Pause, ToolConfirmationPause, ToolConfirmationRequest
 
 UNSET: Any = type("Unset", (), {"__repr__": lambda self: "UNSET"})()
@@ -36,6 +35,7 @@ def pause_from_record(rec: PauseRecord) -> Pause:
 
 
 def principal_name(principal: Any) -> str | None:
+    """The id to record for a principal (a ``Principal``, an id string, or None)."""
     if principal is None:
         return None
     if isinstance(principal, str):
@@ -43,30 +43,24 @@ def principal_name(principal: Any) -> str | None:
     return str(getattr(principal, "id", None) or getattr(principal, "name", None) or principal)
 
 
-def refuse_tool_answers(thread_id: str, pauses: Sequence[PauseRecord]) -> None:
-    """Tool confirmations are answered by ``decisions=`` (bound to call id and fingerprint,
-    and recorded), never by ``resume=``."""
-    tool = [p.id for p in pauses if p.kind == "tool_confirmation"]
-    if tool:
-        raise InvalidArgumentError(
-            f"thread {thread_id!r}: pauses {tool} are tool confirmations; answer them with "
-            "decisions={function_call_id: Decision.approve(...) or Decision.deny(...)}"
-        )
+# -- pause ids: made and parsed here only ---------------------------------------------------
+#
+# A pause id is ``<task id>:<key>``: the task id (16 hex digits, unique in the thread) and a
+# key unique within the task (``i0``, ``before``, ``tc:t0:call_1``, ...).
 
-
-_PLAIN = frozenset({str, bytes, int, float, bool, list, tuple, type(None)})
 _PAUSE_ID = re.compile(r"^[0-9a-f]{16}:\S+$")
 
 
-def is_pause_map(resume: Any) -> bool:
-    """A non-empty mapping whose keys all look like pause ids maps ids to answers.
+def make_pause_id(task_id: str, key: str) -> str:
+    """The stable id of a task's pause with ``key``."""
+    return f"{task_id}:{key}"
 
-    Any other value (a dict of data included) is one answer for the single pending pause.
-    """
-    if type(resume) in _PLAIN:  # (an ABC check of a str is slow the first time)
-        return False
-    return (
-        isinstance(resume, Mapping)
-        and bool(resume)
-        and all(isinstance(k, str) and _PAUSE_ID.match(k) for k in resume)
-    )
+
+def task_of(pause_id: str) -> str:
+    """The task id a pause id belongs to."""
+    return pause_id.partition(":")[0]
+
+
+def looks_like_pause_id(value: str) -> bool:
+    """Whether a string has the shape of a pause id."""
+    return bool(_PAUSE_ID.match(value))

@@ -13,6 +13,7 @@ from checkpoints.errors import CorruptCheckpointError
 from checkpoints.models import (
     AnswerRecord,
     CheckpointRecord,
+    DecisionRecord,
     PauseId,
     PauseRecord,
     TaskRecord,
@@ -23,21 +24,10 @@ from checkpoints.models import (
     next_version,
     now,
 )
-from graphflow.engine import plan
+from graphflow.engine import answers, plan
 from graphflow.engine.apply import apply_writes, set_write
-from graphflow.engine.pauses import (
-    GATE_KINDS,
-    UNSET,
-    is_pause_map,
-    pause_from_record,
-    principal_name,
-    refuse_tool_answers,
-)
-from graphflow.errors import (
-    AmbiguousResumeError,
-    NothingToResumeError,
-    UnknownPauseError,
-)
+from graphflow.engine.pauses import UNSET, pause_from_record, principal_name, task_of
+from graphflow.errors import NothingToResumeError
 from graphflow.types import START, RunResult, Send
 
 if TYPE_CHECKING:
@@ -61,6 +51,7 @@ class RunStart:
     answers: dict[str, Any]
     principal: Any
     decisions: Mapping[str, Any]
+    ignored: tuple[DecisionRecord, ...]
     _pending_answers: list[AnswerRecord]
     _pre_pauses: list[PauseRecord] | None
     _pre_answers: dict[PauseId, AnswerRecord] | None
@@ -188,7 +179,7 @@ class RunStart:
 
     # -- answers ------------------------------------------------------------------------------
     async def _take_answers(self, resume: Any) -> RunResult | None:
-        """Store the answers given to this call; return a result when nothing can proceed."""
+        """Take the answers given to this call; return a result when nothing can proceed."""
         assert self.store is not None and self.thread is not None
         pending_ids = list(self.thread.pending_pause_ids)
         if not pending_ids:
@@ -209,39 +200,20 @@ class RunStart:
             )
         pending = {p.id: p for p in records}
         self.known_pauses = dict(pending)
-        by = principal_name(self.principal)
-        new: list[AnswerRecord] = []
-        if resume is not UNSET:
-            answerable = [p for p in records if p.kind != "tool_confirmation"]
-            if is_pause_map(resume):
-                unknown = [k for k in resume if k not in pending]
-                if unknown:
-                    raise UnknownPauseError(self.thread_id, unknown, list(pending))
-                refuse_tool_answers(self.thread_id, [pending[PauseId(k)] for k in resume])
-                items = list(resume.items())
-            else:
-                if len(answerable) > 1:
-                    raise AmbiguousResumeError(self.thread_id, [p.id for p in answerable])
-                if not answerable:
-                    raise NothingToResumeError(self.thread_id)
-                items = [(answerable[0].id, resume)]
-            new += [AnswerRecord(PauseId(k), self.thread_id, v, by) for k, v in items]
-        elif not self.decisions:
-            # invoke(None) releases static gates (as LangGraph continues past breakpoints).
-            new += [
-                AnswerRecord(p.id, self.thread_id, None, by, "continued")
-                for p in records
-                if p.kind in GATE_KINDS
-            ]
-        if self.decisions:
-            from graphflow.auth.decisions import match_decisions
-
-            answers, decided = match_decisions(self.thread_id, records, self.decisions, by=by)
-            new += answers
-            await self.store.put_decisions(decided)
+        found = answers.resolve(
+            self.thread_id,
+            records,
+            resume=resume,
+            decisions=self.decisions,
+            by=principal_name(self.principal),
+            release_gates=True,
+        )
+        self.ignored = found.ignored
+        if found.decisions:
+            await self.store.put_decisions(found.decisions)
         # The answers are written with the run's first commit (one fsync fewer): until then
         # nothing of the resumed step is durable, and a crash loses the call, not the thread.
-        self._pending_answers = new
+        self._pending_answers = list(found.answers)
         stored = await self._load_answers()
         if not any(p in stored for p in pending_ids):
             return self._paused_result([pending[p] for p in pending_ids if p in pending])
@@ -259,7 +231,7 @@ class RunStart:
         stored = {k: a.value for k, a in found.items()}
         root = self._root()
         stored.update((a.pause_id, a.value) for a in root._pending_answers)  # not yet written
-        self.answers = {k: v for k, v in stored.items() if k.partition(":")[0] in tasks}
+        self.answers = {k: v for k, v in stored.items() if task_of(k) in tasks}
         return set(stored)
 
     def _paused_result(self, pauses: Sequence[PauseRecord]) -> RunResult:
@@ -269,5 +241,10 @@ class RunStart:
         ck_id = self.checkpoint.id if self.checkpoint else None
         self._emit("paused", None, None, public)
         return RunResult(
-            "paused", self.graph.schema.view(self.values), public, self.thread_id, ck_id
+            "paused",
+            self.graph.schema.view(self.values),
+            public,
+            self.thread_id,
+            ck_id,
+            self._root().ignored,
         )

@@ -249,6 +249,22 @@ def _barrier(folder: str, n: int, timeout: float = 60.0) -> None:
         time.sleep(0.001)
 
 
+def find_dispatch(store: Checkpointer, thread: str, call_id: str, turn: int = 0) -> Any:
+    """The dispatch record of a call proposed in turn ``turn`` of a task of the thread
+    (dispatch records are keyed by proposal: call id, task and turn)."""
+
+    async def find() -> Any:
+        for ck in await store.list_checkpoints(ThreadId(thread)):
+            for spec in ck.frontier:
+                key = f"{call_id}@{spec.id}:t{turn}"
+                rec = await store.get_dispatch(ThreadId(thread), CallId(key))
+                if rec is not None:
+                    return rec
+        return None
+
+    return anyio.run(find)
+
+
 def run_action(graph: CompiledGraph, thread: str, action: dict[str, Any]) -> dict[str, Any]:
     op = action["op"]
     try:
@@ -277,7 +293,7 @@ def run_action(graph: CompiledGraph, thread: str, action: dict[str, Any]) -> dic
         if op == "dispatch":
             store = graph.checkpointer
             assert store is not None
-            rec = anyio.run(store.get_dispatch, ThreadId(thread), CallId(action["call_id"]))
+            rec = find_dispatch(store, thread, action["call_id"])
             return {"op": op, "status": rec.status if rec else None}
         raise ValueError(f"unknown op {op!r}")
     except Exception as e:  # reported to the parent, which asserts on it

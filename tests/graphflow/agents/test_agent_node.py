@@ -98,7 +98,8 @@ def decisions_of(cp: Checkpointer, thread: str, call_id: str | None = None) -> l
 
 
 def dispatch_of(cp: Checkpointer, thread: str, call_id: str) -> DispatchRecord | None:
-    return anyio.run(cp.get_dispatch, ThreadId(thread), CallId(call_id))
+    rec: DispatchRecord | None = w.find_dispatch(cp, thread, call_id)
+    return rec
 
 
 def tool_runs(eff: w.Effects, name: str = "delete_file", **match: Any) -> int:

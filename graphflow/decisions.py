@@ -1,8 +1,11 @@
-"""Human decisions on proposed tool calls, bound to the call id and its arguments.
+"""Decisions on proposed tool calls and the fingerprint that binds them to the arguments.
 
-A decision answers the ``tool_confirmation`` pause of one function call id (never a tool
-name). When it carries a fingerprint, the fingerprint must equal the proposed call's, or the
-decision is recorded as not applied and the call stays pending (DESIGN.md promise 5).
+A decision answers the ``tool_confirmation`` pause of one proposed call, found by its function
+call id (never a tool name). When it carries a fingerprint, the fingerprint must equal the
+proposed call's, or the decision is recorded as not applied and the call stays pending
+(DESIGN.md promise 5). Decisions are an argument of every run, so they live with the core
+types; ``graphflow.auth`` re-exports them. Matching decisions to pauses is
+``graphflow.engine.answers``.
 """
 
 from __future__ import annotations
@@ -10,7 +13,8 @@ from __future__ import annotations
 import hashlib
 import json
 import math
-from collections.abc import Mapping, Sequence
+import re
+from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import date, datetime
 from decimal import Decimal
@@ -18,7 +22,6 @@ from enum import Enum
 from typing import Any, Literal
 from uuid import UUID
 
-from checkpoints.models import AnswerRecord, CallId, DecisionRecord, PauseId, PauseRecord, ThreadId
 from graphflow.errors import InvalidArgumentError
 
 Verdict = Literal["approve", "deny"]
@@ -113,58 +116,21 @@ def tool_call_fingerprint(tool_name: str, args: Mapping[str, Any]) -> str:
     return "sha256:" + hashlib.sha256(text.encode("utf-8")).hexdigest()
 
 
-def match_decisions(
-    thread_id: str,
-    pending: Sequence[PauseRecord],
-    decisions: Mapping[str, Any],
-    *,
-    by: str | None = None,
-) -> tuple[list[AnswerRecord], list[DecisionRecord]]:
-    """Turn ``decisions`` (keyed by function call id) into answers to pending pauses.
+_FINGERPRINT = re.compile(r"^(?:sha256:)?([0-9a-f]{64})$")
 
-    Returns the answers to store and every decision as an append-only record, with
-    ``applied=False`` and a note for the ones that were ignored (unknown call id, tool name
-    used as a key, fingerprint mismatch).
+
+def normalize_fingerprint(value: Any) -> str:
+    """A fingerprint as ``tool_call_fingerprint`` writes it (``sha256:`` + 64 hex digits).
+
+    The bare hex digest is accepted too (the prefix is added), as are upper-case digits.
+
+    Raises:
+        InvalidArgumentError: ``value`` is not a fingerprint.
     """
-    by_call: dict[str, PauseRecord] = {}
-    by_tool: dict[str, list[str]] = {}
-    for p in pending:
-        req = p.value.get("request") if isinstance(p.value, Mapping) else None
-        if p.kind == "tool_confirmation" and isinstance(req, Mapping):
-            by_call[str(req["function_call_id"])] = p
-            by_tool.setdefault(str(req["tool_name"]), []).append(str(req["function_call_id"]))
-    answers: list[AnswerRecord] = []
-    records: list[DecisionRecord] = []
-    tid = ThreadId(thread_id)
-    for call_id, raw in decisions.items():
-        d = Decision.coerce(raw)
-        actor = d.by or by
-        pause = by_call.get(call_id)
-        note: str | None = None
-        if pause is None:
-            note = (
-                f"{call_id!r} is a tool name, not a function call id (pending calls: "
-                f"{by_tool[call_id]})"
-                if call_id in by_tool
-                else f"no pending tool call {call_id!r}"
-            )
-        else:
-            expected = pause.value["request"].get("fingerprint")
-            if d.fingerprint is not None and d.fingerprint != expected:
-                note = f"fingerprint {d.fingerprint!r} does not match the call's {expected!r}"
-        records.append(
-            DecisionRecord(
-                tid,
-                CallId(call_id),
-                d.verdict,
-                d.fingerprint,
-                actor,
-                d.reason,
-                applied=note is None,
-                note=note,
-            )
+    m = _FINGERPRINT.match(value.strip().lower()) if isinstance(value, str) else None
+    if m is None:
+        raise InvalidArgumentError(
+            f"fingerprint {value!r} is malformed: expected 'sha256:' and 64 hex digits, as "
+            "ToolConfirmationRequest.fingerprint shows"
         )
-        if pause is not None and note is None:
-            answer = Decision(d.verdict, d.fingerprint, actor, d.reason).as_answer()
-            answers.append(AnswerRecord(PauseId(pause.id), tid, answer, actor, d.reason))
-    return answers, records
+    return "sha256:" + m.group(1)

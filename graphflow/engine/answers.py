@@ -1,0 +1,311 @@
+"""What a call answers: one pure function for ``invoke`` and ``submit`` alike.
+
+``resolve`` turns a paused thread's pending pauses, the call's ``resume=`` and
+``decisions=``, and who answers into the answer records to store and one record of every
+decision given, applied or not (with the reason when not). Nothing here does I/O, so the two
+entry points cannot drift apart, and every rule is unit-tested on data.
+
+The rules (README, "Answering pauses"):
+
+- A tool confirmation is answered only by ``decisions=``, keyed by the function call id of
+  the proposed call (or by the pause id, to tell apart two pending calls that share an id).
+  A decision whose key matches no pending call, whose fingerprint is malformed or differs
+  from the call's, or whose key names an interrupt or gate pause is recorded as not applied,
+  with the reason; the call stays pending.
+- ``resume=`` answers interrupts and gates: a mapping whose keys are all pending pause ids
+  maps each pause to its answer; any other value is the answer of the single pending
+  interrupt or gate. A mapping that looks like a mistaken pause map (a key that is a pending
+  pause id, looks like one, is the start of one, or names a pending pause's node or call) is
+  refused with the pending ids; to give such a dict as a plain answer, wrap it:
+  ``resume={pause_id: {...}}``.
+- ``invoke(None)`` with neither releases every pending gate (``interrupt_before``/``after``).
+- Every answer value is serialized here, so a value that cannot be stored is refused before
+  any node runs.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, replace
+from typing import Any
+
+from checkpoints import serde
+from checkpoints.models import AnswerRecord, CallId, DecisionRecord, PauseId, PauseRecord, ThreadId
+from graphflow.decisions import Decision, normalize_fingerprint
+from graphflow.engine.pauses import GATE_KINDS, UNSET, looks_like_pause_id
+from graphflow.errors import (
+    AmbiguousResumeError,
+    InvalidArgumentError,
+    NothingToResumeError,
+    UnknownPauseError,
+)
+
+
+@dataclass(frozen=True, slots=True)
+class Resolution:
+    """The answers to store and a record of every decision (``applied`` or not)."""
+
+    answers: tuple[AnswerRecord, ...] = ()
+    decisions: tuple[DecisionRecord, ...] = ()
+
+    @property
+    def ignored(self) -> tuple[DecisionRecord, ...]:
+        """The decisions that answered nothing, each with its reason in ``note``."""
+        return tuple(d for d in self.decisions if not d.applied)
+
+
+def check_decisions(decisions: Any) -> dict[str, Decision]:
+    """``decisions=`` as a dict of ``Decision``s; raise before anything runs when it is not a
+    mapping of function call ids to ``Decision``/``"approve"``/``"deny"``."""
+    if decisions is None:
+        return {}
+    if not isinstance(decisions, Mapping):
+        raise InvalidArgumentError(
+            f"decisions must be a mapping {{function_call_id: Decision | 'approve' | 'deny'}}, "
+            f"not {type(decisions).__name__} {decisions!r:.80}"
+        )
+    out: dict[str, Decision] = {}
+    for key, value in decisions.items():
+        if not isinstance(key, str) or not key:
+            raise InvalidArgumentError(
+                f"decisions are keyed by function call id (a non-empty string), not {key!r}"
+            )
+        out[key] = Decision.coerce(value)
+    return out
+
+
+def resolve(
+    thread_id: str,
+    pending: Sequence[PauseRecord],
+    *,
+    resume: Any = UNSET,
+    decisions: Mapping[str, Decision] | None = None,
+    by: str | None = None,
+    reason: str | None = None,
+    release_gates: bool = False,
+) -> Resolution:
+    """The answers and decision records a call brings to a thread's pending pauses.
+
+    Args:
+        thread_id: the thread (named in errors and records).
+        pending: the records of the thread's pending pauses.
+        resume: ``resume=`` of the call (``UNSET`` when not given).
+        decisions: ``decisions=`` of the call, already checked by ``check_decisions``.
+        by: who answers (the run's principal, or ``submit``'s ``by``).
+        reason: a reason given with the call, for answers and decisions without their own.
+        release_gates: with neither ``resume`` nor decisions, release pending gates (what
+            ``invoke(None)`` does; ``submit`` never does).
+
+    Raises:
+        UnknownPauseError, AmbiguousResumeError, NothingToResumeError, InvalidArgumentError:
+            the answers do not fit the pending pauses (nothing is returned).
+        checkpoints.SerializationError: an answer cannot be stored.
+    """
+    tid = ThreadId(thread_id)
+    answers: list[AnswerRecord] = []
+    if resume is not UNSET:
+        for pid, value in _resume_items(thread_id, pending, resume):
+            answers.append(AnswerRecord(pid, tid, value, by, reason))
+    elif release_gates and not decisions:
+        answers += [
+            AnswerRecord(p.id, tid, None, by, "continued") for p in pending if p.kind in GATE_KINDS
+        ]
+    records: list[DecisionRecord] = []
+    if decisions:
+        found, records = _match(thread_id, pending, decisions, by=by, reason=reason)
+        answers += found
+    for a in answers:  # refuse what cannot be stored now, before any node runs
+        serde.dumps(a.value, key=f"answer to pause {a.pause_id!r}")
+    return Resolution(tuple(answers), tuple(records))
+
+
+def match_decisions(
+    thread_id: str,
+    pending: Sequence[PauseRecord],
+    decisions: Mapping[str, Any],
+    *,
+    by: str | None = None,
+) -> tuple[list[AnswerRecord], list[DecisionRecord]]:
+    """Decisions (keyed by function call id) as answers to pending tool confirmations, and
+    every decision as an append-only record (``applied=False`` with a note when ignored)."""
+    return _match(thread_id, pending, check_decisions(decisions), by=by, reason=None)
+
+
+def effective(records: Sequence[DecisionRecord]) -> list[DecisionRecord]:
+    """Decision records as they took effect: of several applied decisions on one pause, the
+    latest wins (answers are latest-wins) and the earlier ones are returned with
+    ``applied=False`` and a note naming the decision that superseded them."""
+    latest: dict[str, DecisionRecord] = {}
+    for r in records:
+        if r.applied:
+            latest[r.pause_id or r.call_id] = r
+    out = []
+    for r in records:
+        winner = latest.get(r.pause_id or r.call_id) if r.applied else None
+        if winner is not None and winner is not r:
+            note = f"superseded by the {winner.verdict} of {winner.by or 'an anonymous caller'}"
+            r = replace(r, applied=False, note=note)
+        out.append(r)
+    return out
+
+
+# -- resume= ---------------------------------------------------------------------------------
+
+
+_PLAIN = frozenset({str, bytes, int, float, bool, list, tuple, type(None)})
+
+
+def _resume_items(
+    thread_id: str, pending: Sequence[PauseRecord], resume: Any
+) -> list[tuple[PauseId, Any]]:
+    by_id = {p.id: p for p in pending}
+    if type(resume) not in _PLAIN and isinstance(resume, Mapping) and resume:
+        keys = list(resume)
+        known = [k for k in keys if k in by_id]
+        if known and len(known) == len(keys):
+            _refuse_tool_answers(thread_id, [by_id[k] for k in known])
+            return [(PauseId(k), resume[k]) for k in keys]
+        mistaken = [k for k in keys if k in by_id or _mistaken_key(k, pending)]
+        if mistaken:
+            unknown = [str(k) for k in keys if k not in by_id]
+            raise UnknownPauseError(
+                thread_id,
+                unknown,
+                list(by_id),
+                hint="to give a dict as the answer of the one pending pause, wrap it as "
+                "resume={pause_id: {...}}",
+            )
+    answerable = [p for p in pending if p.kind != "tool_confirmation"]
+    if not answerable:
+        if pending:
+            _refuse_tool_answers(thread_id, pending)
+        raise NothingToResumeError(thread_id)
+    if len(answerable) > 1:
+        raise AmbiguousResumeError(thread_id, [p.id for p in answerable])
+    return [(answerable[0].id, resume)]
+
+
+def _mistaken_key(key: Any, pending: Sequence[PauseRecord]) -> bool:
+    """Whether a key of a resume mapping was likely meant as a pause id."""
+    if not isinstance(key, str):
+        return False
+    if looks_like_pause_id(key):
+        return True
+    for p in pending:
+        if len(key) >= 4 and p.id.startswith(key):
+            return True
+        if key == p.node or key == p.node.rpartition(".")[2]:
+            return True
+        if _request(p).get("function_call_id") == key:
+            return True
+    return False
+
+
+def _refuse_tool_answers(thread_id: str, pauses: Sequence[PauseRecord]) -> None:
+    tool = [p.id for p in pauses if p.kind == "tool_confirmation"]
+    if tool:
+        calls = [_request(p).get("function_call_id") for p in pauses]
+        raise InvalidArgumentError(
+            f"thread {thread_id!r}: pauses {tool} are tool confirmations; answer them with "
+            f"decisions={{function_call_id: Decision.approve(...) or Decision.deny(...)}} "
+            f"(pending calls: {[c for c in calls if c]})"
+        )
+
+
+# -- decisions= ------------------------------------------------------------------------------
+
+
+def _request(pause: PauseRecord) -> Mapping[str, Any]:
+    req = pause.value.get("request") if isinstance(pause.value, Mapping) else None
+    return req if isinstance(req, Mapping) else {}
+
+
+def _match(
+    thread_id: str,
+    pending: Sequence[PauseRecord],
+    decisions: Mapping[str, Decision],
+    *,
+    by: str | None,
+    reason: str | None,
+) -> tuple[list[AnswerRecord], list[DecisionRecord]]:
+    tool = [p for p in pending if p.kind == "tool_confirmation" and _request(p)]
+    by_pause = {p.id: p for p in tool}
+    by_call: dict[str, list[PauseRecord]] = {}
+    by_tool: dict[str, list[str]] = {}
+    for p in tool:
+        req = _request(p)
+        by_call.setdefault(str(req.get("function_call_id")), []).append(p)
+        by_tool.setdefault(str(req.get("tool_name")), []).append(str(req.get("function_call_id")))
+    others = {p.id: p for p in pending if p.id not in by_pause}
+    tid = ThreadId(thread_id)
+    answers: list[AnswerRecord] = []
+    records: list[DecisionRecord] = []
+    answered: dict[str, str] = {}
+    for key, d in decisions.items():
+        actor = d.by or by
+        why = d.reason if d.reason is not None else reason
+        target: PauseRecord | None = by_pause.get(PauseId(key))
+        note: str | None = None
+        if target is None and key in by_call:
+            candidates = by_call[key]
+            if len(candidates) > 1:
+                raise InvalidArgumentError(
+                    f"thread {thread_id!r}: {len(candidates)} pending calls have the function "
+                    f"call id {key!r} (pauses {[p.id for p in candidates]}); key each decision "
+                    "by its pause id"
+                )
+            target = candidates[0]
+        if target is None:
+            if key in others:
+                p = others[PauseId(key)]
+                note = (
+                    f"pause {key!r} is {'an' if p.kind == 'interrupt' else 'a'} {p.kind} pause "
+                    f"of node {p.node!r}, not a tool call: answer it with resume={{...}}"
+                )
+            elif key in by_tool:
+                note = (
+                    f"{key!r} is a tool name, not a function call id (pending calls: "
+                    f"{by_tool[key]})"
+                )
+            else:
+                pending_calls = sorted(by_call)
+                note = f"no pending tool call {key!r} (pending calls: {pending_calls})"
+        else:
+            expected = _request(target).get("fingerprint")
+            if d.fingerprint is not None:
+                try:
+                    given = normalize_fingerprint(d.fingerprint)
+                except InvalidArgumentError as e:
+                    note = str(e)
+                else:
+                    if given != expected:
+                        note = (
+                            f"fingerprint {d.fingerprint!r} does not match the call's "
+                            f"{expected!r}"
+                        )
+            if note is None and target.id in answered:
+                raise InvalidArgumentError(
+                    f"thread {thread_id!r}: decisions {answered[target.id]!r} and {key!r} both "
+                    f"answer pause {target.id!r}; give one decision per call"
+                )
+        call_id = str(_request(target).get("function_call_id")) if target is not None else key
+        applied = target is not None and note is None
+        records.append(
+            DecisionRecord(
+                tid,
+                CallId(call_id),
+                d.verdict,
+                d.fingerprint,
+                actor,
+                why,
+                applied=applied,
+                note=note,
+                pause_id=target.id if target is not None else None,
+            )
+        )
+        if applied and target is not None:
+            answered[target.id] = key
+            fingerprint = _request(target).get("fingerprint") if d.fingerprint else None
+            value = Decision(d.verdict, fingerprint, actor, why).as_answer()
+            answers.append(AnswerRecord(target.id, tid, value, actor, why))
+    return answers, records

@@ -1,0 +1,174 @@
+"""Answering pauses through ``invoke`` and ``submit`` alike (``graphflow.engine.answers``)."""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Annotated, Any
+
+import anyio
+import pytest
+from pydantic import BaseModel
+
+from checkpoints import Checkpointer, MemoryCheckpointer, SerializationError, SqliteCheckpointer
+from graphflow import (
+    END,
+    START,
+    InvalidArgumentError,
+    StateGraph,
+    UnknownPauseError,
+    interrupt,
+)
+from graphflow.agents import (
+    Agent,
+    AgentNode,
+    MessagesState,
+    ModelResponse,
+    ScriptedModel,
+    ToolCall,
+    tool,
+)
+from graphflow.auth import Decision
+from graphflow.reducers import append
+
+
+@pytest.fixture(params=["memory", "sqlite"])
+def store(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Checkpointer]:
+    if request.param == "memory":
+        yield MemoryCheckpointer()
+        return
+    cp = SqliteCheckpointer(tmp_path / "a.db")
+    yield cp
+    anyio.run(cp.close)
+
+
+def _agent_graph(store: Checkpointer, ran: list[str]) -> Any:
+    @tool
+    def delete_file(path: str) -> str:
+        """Delete a file."""
+        ran.append(path)
+        return "deleted"
+
+    model = ScriptedModel(
+        [
+            ModelResponse(
+                tool_calls=[ToolCall(id="call_1", name="delete_file", args={"path": "/a"})]
+            ),
+            ModelResponse(text="done"),
+        ]
+    )
+    agent = Agent(name="files", model=model, tools=[delete_file], require_confirmation=True)
+    b = StateGraph(MessagesState).add_node(AgentNode(agent))
+    b.add_edge(START, "files").add_edge("files", END)
+    g = b.compile(checkpointer=store)
+    g.invoke({"messages": [{"role": "user", "content": "rm /a"}]}, thread_id="t")
+    return g
+
+
+def test_submit_with_a_bare_resume_never_approves_a_tool_call(store: Checkpointer) -> None:
+    ran: list[str] = []
+    g = _agent_graph(store, ran)
+    with pytest.raises(InvalidArgumentError, match="decisions="):
+        g.submit("t", resume="approve")
+    assert g.invoke(None, thread_id="t").status == "paused" and ran == []
+    assert g.list_decisions("t") == []
+
+
+def test_ignored_decisions_are_reported_by_the_run_and_recorded(store: Checkpointer) -> None:
+    ran: list[str] = []
+    g = _agent_graph(store, ran)
+    res = g.invoke(None, thread_id="t", decisions={"call_9": "approve", "delete_file": "deny"})
+    assert res.status == "paused" and ran == []
+    assert [(d.call_id, d.applied) for d in res.ignored_decisions] == [
+        ("call_9", False),
+        ("delete_file", False),
+    ]
+    assert all(d.note for d in res.ignored_decisions)
+    assert [d.call_id for d in g.list_decisions("t")] == ["call_9", "delete_file"]
+    bad_fp = Decision.approve(fingerprint="sha256:" + "1" * 64)
+    (ignored,) = g.submit("t", decisions={"call_1": bad_fp})
+    assert ignored.note is not None and ignored.note.startswith("fingerprint")
+    done = g.invoke(None, thread_id="t", decisions={"call_1": "approve"})
+    assert done.status == "done" and done.ignored_decisions == () and ran == ["/a"]
+
+
+def test_list_decisions_async_and_of_an_unknown_thread(store: Checkpointer) -> None:
+    g = _agent_graph(store, [])
+    g.submit("t", decisions={"call_1": "deny"}, by="bob")
+
+    async def go() -> Any:
+        return await g.alist_decisions("t")
+
+    assert [(d.by, d.verdict) for d in anyio.run(go)] == [("bob", "deny")]
+    from graphflow import ThreadNotFoundError
+
+    with pytest.raises(ThreadNotFoundError):
+        g.list_decisions("nope")
+
+
+def test_conflicting_decisions_say_which_took_effect(store: Checkpointer) -> None:
+    ran: list[str] = []
+    g = _agent_graph(store, ran)
+    g.submit("t", decisions={"call_1": "approve"}, by="alice")
+    g.submit("t", decisions={"call_1": "deny"}, by="bob")
+    assert g.invoke(None, thread_id="t").status == "done" and ran == []  # bob's deny won
+    recs = g.list_decisions("t")
+    assert [(r.by, r.verdict, r.applied) for r in recs] == [
+        ("alice", "approve", False),
+        ("bob", "deny", True),
+    ]
+    assert recs[0].note == "superseded by the deny of bob"
+
+
+class Log(BaseModel):
+    log: Annotated[list[str], append] = []
+
+
+def _ask_graph(store: Checkpointer, effects: list[str]) -> Any:
+    def ask(state: Log) -> dict[str, Any]:
+        effects.append("before")
+        answer = interrupt("ok?")
+        effects.append(f"after {answer!r}")
+        return {"log": [str(answer)]}
+
+    b = StateGraph(Log).add_node("ask", ask).add_edge(START, "ask").add_edge("ask", END)
+    return b.compile(checkpointer=store)
+
+
+def test_an_unstorable_answer_is_refused_before_the_node_runs_again(store: Checkpointer) -> None:
+    effects: list[str] = []
+    g = _ask_graph(store, effects)
+    g.invoke({}, thread_id="q")
+    with pytest.raises(SerializationError, match="answer to pause"):
+        g.invoke(None, thread_id="q", resume=threading.Lock())
+    with pytest.raises(SerializationError):
+        g.submit("q", resume=threading.Lock())
+    assert effects == ["before"]  # the node did not run with the answer
+    assert g.get_state("q").next == ("ask",)
+    assert g.invoke(None, thread_id="q", resume="yes").state.log == ["yes"]
+
+
+def test_a_resume_mapping_keyed_by_node_name_is_refused(store: Checkpointer) -> None:
+    effects: list[str] = []
+    g = _ask_graph(store, effects)
+    pause = g.invoke({}, thread_id="q").pauses[0]
+    with pytest.raises(UnknownPauseError) as err:
+        g.invoke(None, thread_id="q", resume={"ask": "yes"})
+    assert pause.id in str(err.value)
+    assert effects == ["before"]
+    res = g.invoke(None, thread_id="q", resume={"answer": "yes"})  # a plain dict answer
+    assert res.state.log == ["{'answer': 'yes'}"]
+
+
+@pytest.mark.parametrize("bad", ["approve", ["approve"], {"call_1": "maybe"}])
+def test_decisions_of_the_wrong_shape_fail_before_anything_runs(
+    store: Checkpointer, bad: Any
+) -> None:
+    ran: list[str] = []
+    g = _agent_graph(store, ran)
+    with pytest.raises(InvalidArgumentError):
+        g.invoke(None, thread_id="t", decisions=bad)
+    with pytest.raises(InvalidArgumentError):
+        g.submit("t", decisions=bad)
+    assert g.list_decisions("t") == [] and ran == []
