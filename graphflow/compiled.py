@@ -373,4 +373,3 @@ class CompiledGraph(StateAPI):
         from graphflow.drawing import draw_mermaid
 
         return draw_mermaid(self.builder)
-

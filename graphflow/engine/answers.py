@@ -280,8 +280,7 @@ def _match(
                 else:
                     if given != expected:
                         note = (
-                            f"fingerprint {d.fingerprint!r} does not match the call's "
-                            f"{expected!r}"
+                            f"fingerprint {d.fingerprint!r} does not match the call's {expected!r}"
                         )
             if note is None and target.id in answered:
                 raise InvalidArgumentError(
