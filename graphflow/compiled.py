@@ -5,7 +5,7 @@ from __future__ import annotations
 import math
 import uuid
 from collections.abc import AsyncIterator, Iterator, Mapping
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, get_args
 
 import anyio
 
@@ -30,6 +30,8 @@ from graphflow.errors import (
     InvalidArgumentError,
     NothingToResumeError,
     ThreadBusyError,
+    ThreadCancelledError,
+    ThreadFinishedError,
     ThreadNotFoundError,
 )
 from graphflow.state_api import StateAPI
@@ -38,6 +40,8 @@ from graphflow.types import Event, Pause, RunResult
 if TYPE_CHECKING:
     from checkpoints import Checkpointer
     from graphflow.builder import StateGraph
+
+THREAD_STATUSES: tuple[str, ...] = get_args(ThreadStatus)
 
 
 class CompiledGraph(StateAPI):
@@ -61,7 +65,17 @@ class CompiledGraph(StateAPI):
         self.interrupt_before = interrupt_before
         self.interrupt_after = interrupt_after
         self.name = name
-        self.lease_ttl = lease_ttl
+        if (
+            isinstance(lease_ttl, bool)
+            or not isinstance(lease_ttl, int | float)
+            or not math.isfinite(lease_ttl)
+            or lease_ttl <= 0
+        ):
+            raise InvalidArgumentError(
+                f"lease_ttl must be a positive number of seconds, not {lease_ttl!r}: a run "
+                "holds its thread's lease for that long after its last renewal"
+            )
+        self.lease_ttl = float(lease_ttl)
         self.path_prefix = ""
         self._setup_done = False
         self._resumable_checked = False
@@ -100,7 +114,27 @@ class CompiledGraph(StateAPI):
             return f"run-{uuid.uuid4().hex}"
         if not isinstance(thread_id, str) or not thread_id:
             raise InvalidArgumentError(f"thread_id must be a non-empty string, not {thread_id!r}")
+        try:
+            thread_id.encode("utf-8")
+        except UnicodeEncodeError:
+            raise InvalidArgumentError(
+                f"thread_id {thread_id!r} is not valid text (it holds a lone surrogate); "
+                "use a printable string"
+            ) from None
         return thread_id
+
+    @staticmethod
+    def _check_limit(recursion_limit: Any) -> int:
+        if (
+            isinstance(recursion_limit, bool)
+            or not isinstance(recursion_limit, int)
+            or recursion_limit < 1
+        ):
+            raise InvalidArgumentError(
+                f"recursion_limit must be a positive int (supersteps per run), not "
+                f"{recursion_limit!r}"
+            )
+        return recursion_limit
 
     # -- running ------------------------------------------------------------------------------
     async def ainvoke(
@@ -120,7 +154,7 @@ class CompiledGraph(StateAPI):
             thread_id=self._thread_id(thread_id),
             principal=principal,
             decisions=decisions,
-            recursion_limit=recursion_limit,
+            recursion_limit=self._check_limit(recursion_limit),
         )
         return await run.execute(input, resume=resume, checkpoint_id=checkpoint_id)
 
@@ -168,13 +202,14 @@ class CompiledGraph(StateAPI):
                 f"stream mode must be values, updates or debug, not {mode!r}"
             )
         tid = self._thread_id(thread_id)
+        limit = self._check_limit(recursion_limit)
         send, recv = anyio.create_memory_object_stream[Event](math.inf)
         run = Run(
             self,
             thread_id=tid,
             principal=principal,
             decisions=decisions,
-            recursion_limit=recursion_limit,
+            recursion_limit=limit,
             sink=send,
             mode=mode,
         )
@@ -226,7 +261,7 @@ class CompiledGraph(StateAPI):
     async def apending_pauses(self, thread_id: str) -> list[Pause]:
         """The pauses a thread waits on (empty when it is not paused)."""
         store = self._store()
-        await self._ensure_setup()
+        await self._ensure_setup(thread_id)
         th = await store.get_thread(ThreadId(thread_id))
         if th is None:
             raise ThreadNotFoundError(thread_id)
@@ -239,6 +274,10 @@ class CompiledGraph(StateAPI):
 
     async def alist_threads(self, status: ThreadStatus | None = None) -> list[ThreadInfo]:
         """Threads in the store, optionally of one status, from an index."""
+        if status is not None and status not in THREAD_STATUSES:
+            raise InvalidArgumentError(
+                f"status must be one of {list(THREAD_STATUSES)} or None, not {status!r}"
+            )
         await self._ensure_setup()
         return await self._store().list_threads(status)
 
@@ -318,12 +357,21 @@ class CompiledGraph(StateAPI):
     async def acancel(self, thread_id: str, *, reason: str, by: str | None = None) -> None:
         """End a thread: it runs nothing more; the reason and actor are recorded."""
         store = self._store()
-        await self._ensure_setup()
+        await self._ensure_setup(thread_id)
         th = await store.get_thread(ThreadId(thread_id))
         if th is None or th.head is None:
             raise ThreadNotFoundError(thread_id)
+        if th.status == "done":
+            raise ThreadFinishedError(thread_id)
+        if th.status == "cancelled":
+            raise ThreadCancelledError(thread_id)
         head = await store.get_checkpoint(th.thread_id, "", th.head)
-        assert head is not None
+        if head is None:
+            raise CorruptCheckpointError(
+                f"thread {thread_id!r}: head checkpoint {th.head!r} is missing",
+                thread_id=thread_id,
+                checkpoint_id=th.head,
+            )
         ck = CheckpointRecord(
             new_checkpoint_id(),
             th.thread_id,

@@ -10,6 +10,7 @@ The tree (storage errors come from ``checkpoints`` and keep their own root)::
     ├── ThreadNotFoundError        no such thread in the checkpointer (also a LookupError)
     ├── ThreadPausedError          new input for a thread that waits for answers
     ├── ThreadCancelledError       the thread was cancelled
+    ├── ThreadFinishedError        cancel() of a thread that is done
     ├── ThreadBusyError            another runner holds the thread
     ├── NothingToResumeError       resume/decisions for a thread with no pending pause
     ├── UnknownPauseError          resume names a pause id that is not pending
@@ -86,11 +87,16 @@ class ThreadCancelledError(GraphflowError):
 class ThreadBusyError(GraphflowError):
     """Another runner, in this or another process, is running the thread."""
 
-    def __init__(self, thread_id: str, owner: str | None = None):
-        super().__init__(
-            f"thread {thread_id!r} is being run by another runner ({owner}); try again when "
-            "it has finished"
-        )
+    def __init__(self, thread_id: str, owner: str | None = None, *, answering: bool = False):
+        who = f" ({owner})" if owner else ""
+        if answering:
+            then = (
+                "it may be applying answers to the same pauses: when it has finished, look at "
+                "graph.pending_pauses(thread_id) before answering again"
+            )
+        else:
+            then = "try again when it has finished"
+        super().__init__(f"thread {thread_id!r} is being run by another runner{who}; {then}")
         self.thread_id = thread_id
         self.owner = owner
 
@@ -135,6 +141,17 @@ class AmbiguousResumeError(GraphflowError):
         self.pause_ids = tuple(pause_ids)
 
 
+class ThreadFinishedError(GraphflowError):
+    """The thread is done, so there is nothing to cancel (a new input starts a new run)."""
+
+    def __init__(self, thread_id: str):
+        super().__init__(
+            f"thread {thread_id!r} is done: there is nothing to cancel; a new input starts a "
+            "new run on it"
+        )
+        self.thread_id = thread_id
+
+
 class RecursionLimitError(GraphflowError):
     """The run exceeded ``recursion_limit`` supersteps; its last checkpoint is kept."""
 
@@ -143,11 +160,14 @@ class NodeError(GraphflowError):
     """A node raised an exception; the original is kept as ``__cause__``."""
 
     def __init__(self, node: str, error: BaseException, *, thread_id: str | None = None):
-        where = f" in thread {thread_id!r}" if thread_id else ""
-        super().__init__(
-            f"node {node!r} raised {type(error).__name__}: {error}{where}; fix the cause and "
-            "run invoke(None, thread_id=...) to retry it alone"
-        )
+        if thread_id:  # a thread of a checkpointer: its completed work is kept
+            then = (
+                f" in thread {thread_id!r}; fix the cause and run invoke(None, "
+                f"thread_id={thread_id!r}) to retry it alone"
+            )
+        else:
+            then = "; fix the cause and run the graph again"
+        super().__init__(f"node {node!r} raised {type(error).__name__}: {error}{then}")
         self.node = node
         self.error = error
         self.thread_id = thread_id

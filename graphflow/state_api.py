@@ -168,7 +168,7 @@ class StateAPI:
     ) -> list[StateSnapshot]:
         """Snapshots of every checkpoint of the thread, newest first."""
         store = self._store()
-        await self._ensure_setup()
+        await self._ensure_setup(thread_id)
         th = await store.get_thread(ThreadId(thread_id))
         if th is None:
             return []

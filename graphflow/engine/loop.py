@@ -15,6 +15,7 @@ The order of durable writes (DESIGN.md promises 1, 2, 7):
 
 from __future__ import annotations
 
+import contextlib
 import inspect
 import threading
 from collections.abc import Mapping, Sequence
@@ -249,7 +250,8 @@ class Run(RunStart, TaskRunner):
                         self.thread_id, self.owner, ttl, graph_name=name
                     )
             except LeaseHeldError as e:
-                raise ThreadBusyError(self.thread_id, e.owner) from e
+                answering = resume is not UNSET or bool(self.decisions)
+                raise ThreadBusyError(self.thread_id, e.owner, answering=answering) from e
         else:
             # A new input's checkpoint is the run's first write, made before any node runs:
             # it takes the lease in the same transaction (compare-and-set on the head), which
@@ -271,11 +273,28 @@ class Run(RunStart, TaskRunner):
                 self.values, self.hidden = {}, {}
                 self.thread = await store.get_thread(self.thread_id)
                 return await self._execute(input, resume, checkpoint_id)
+        except Exception:
+            await self._mark_failed()
+            raise
         finally:
             keeper().drop(held)
             if not self._released:  # (a no-op when this run never got the lease)
                 with anyio.CancelScope(shield=True):
                     await store.release_lease(self.thread_id, self.owner)
+
+    async def _mark_failed(self) -> None:
+        """After an error that stopped the run mid-way (a value that cannot be stored, the
+        recursion limit, a storage failure), leave the thread ``failed``, never ``running``
+        without a live owner; ``invoke(None)`` continues it from its last checkpoint. A
+        thread this run has not written (still paused, or never created) is left as it was."""
+        th = self.thread
+        if self.store is None or th is None or th.status != "running" or self._released:
+            return
+        batch = CommitBatch(thread=ThreadUpdate("failed", (), self.graph.name), release=True)
+        with anyio.CancelScope(shield=True), contextlib.suppress(Exception):
+            await self.store.commit(self.thread_id, self.owner, batch)
+            self._released = True
+            th.status = "failed"
 
     async def run_child(self, input_values: Mapping[str, Any]) -> list[tuple[str, Any]]:
         """Run this subgraph run inside its parent's task; return its writes to parent keys.
@@ -548,7 +567,9 @@ class Run(RunStart, TaskRunner):
             if isinstance(err, GraphflowError):
                 raise err
             raise NodeError(
-                self._node_path(first.spec.node), err, thread_id=self.thread_id
+                self._node_path(first.spec.node),
+                err,
+                thread_id=self.thread_id if self.store is not None else None,
             ) from err
         if self.parent is not None:
             raise PauseSignal([], records=all_pauses)  # pauses the parent's task

@@ -444,10 +444,13 @@ class FaultyCheckpointer:
     that went through; ``vm_steps`` the SQLite VM steps of each write (to place aborts).
     """
 
-    def __init__(self, db: Path, *, at: int = 0, when: str = "before", vm_step: int = 0):
+    def __init__(
+        self, db: Path, *, at: int = 0, when: str = "before", vm_step: int = 0, dies: bool = False
+    ):
         self.inner = SqliteCheckpointer(db)
         self.db = db
         self.at, self.when, self.vm_step = at, when, vm_step
+        self.dies = dies  # every write from the at-th on fails (the store is gone, as in a crash)
         self.calls = 0
         self.faulted = False
         self.log: list[tuple[str, Any]] = []
@@ -475,7 +478,7 @@ class FaultyCheckpointer:
             steps[0] += 1
             return 1 if steps[0] == limit else 0
 
-        if n == self.at and self.when == "before":
+        if (n == self.at or (self.dies and n > self.at)) and self.when == "before":
             self.faulted = True
             raise InjectedFault(f"write {n} ({kind}) failed before reaching the store")
         before = await anyio.to_thread.run_sync(dump, self.db) if limit is not None else None
@@ -937,7 +940,7 @@ def running_store(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """A file holding thread ``t`` stopped mid-step (a crash would leave the same): head at
     ``a``'s checkpoint, ``b``'s completed record and ``c``'s memo committed, ``c`` not."""
     db = tmp_path_factory.mktemp("corrupt") / "running.db"
-    _, error = _faulty_run(db, w.MemoryRecorder(), at=5, when="before")
+    _, error = _faulty_run(db, w.MemoryRecorder(), at=5, when="before", dies=True)
     assert isinstance(fault_of(error), InjectedFault)
     assert dump(db)["gf_threads"][0][1] == "running"
     return db

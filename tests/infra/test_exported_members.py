@@ -32,6 +32,7 @@ EXPECTED = {
         "TaskInfo",
         "ThreadBusyError",
         "ThreadCancelledError",
+        "ThreadFinishedError",
         "ThreadNotFoundError",
         "ThreadPausedError",
         "ToolConfirmationPause",
