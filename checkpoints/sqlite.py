@@ -48,6 +48,7 @@ from typing import Any, TypeVar
 
 import anyio
 import anyio.to_thread
+import sniffio
 
 from checkpoints import _wal, migrations
 from checkpoints._decode import load_value as _load
@@ -118,6 +119,14 @@ _RELAXED_MAX_BYTES = 1 << 20
 most ~300 pages, far below the 1,000 of SQLite's automatic checkpoint (see ``_relaxed_txn``)."""
 
 
+def _on_event_loop() -> bool:
+    """Whether an async library runs an event loop on this thread (anyio's own test)."""
+    try:
+        return sniffio.current_async_library() is not None
+    except sniffio.AsyncLibraryNotFoundError:
+        return False
+
+
 class SqliteCheckpointer:
     """A ``Checkpointer`` storing everything in one SQLite file, safe for many processes.
 
@@ -144,10 +153,12 @@ class SqliteCheckpointer:
         self._sync_level = self.synchronous
         self._lock = threading.Lock()
         self._limiter = anyio.CapacityLimiter(1)
-        # Open now, so that the first run does not pay for connecting and migrating. A file
-        # that cannot be opened is reported by the first call, which knows the thread.
-        with contextlib.suppress(sqlite3.Error, CheckpointError):
-            self._open()
+        # Open now, so that the first run does not pay for connecting and migrating, unless
+        # this runs on an event loop's thread: the first call then opens the file off the
+        # loop. A file that cannot be opened is reported by the first call.
+        if not _on_event_loop():
+            with contextlib.suppress(sqlite3.Error, CheckpointError):
+                self._open()
 
     # -- connection ----------------------------------------------------------------------
     def _open(self) -> sqlite3.Connection:

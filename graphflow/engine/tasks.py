@@ -18,6 +18,7 @@ import anyio
 import anyio.abc
 from pydantic import BaseModel
 
+from checkpoints.blocking import inline_io
 from checkpoints.models import (
     CheckpointRecord,
     CommitBatch,
@@ -102,8 +103,10 @@ class TaskRunner:
     ) -> None:
         """Run a step's tasks: async nodes as tasks of a task group, sync nodes in threads.
 
-        A step with a single task calls a sync node directly: a thread hop costs more than
-        most nodes, and nothing else of this run could proceed meanwhile.
+        A step with a single task calls a sync node directly on the sync API's private
+        event loop (``inline_io``): a thread hop costs more than most nodes, and nothing
+        else shares that loop. On the caller's loop (the async API) it runs in a worker
+        thread, so the loop never waits for the node.
         """
         view = self.graph.schema.view(self.values) if any(not s.has_arg for s in specs) else None
 
@@ -112,7 +115,7 @@ class TaskRunner:
 
         if len(specs) == 1:
             self._running = 1
-            o = await self._run_task(job(specs[0]), inline=True)
+            o = await self._run_task(job(specs[0]), inline=inline_io.get())
             outcomes[o.spec.id] = o
             self._running = 0
             self._unrecorded.append(o)  # its record is made only if the step needs it

@@ -802,6 +802,7 @@ async def test_a_lease_that_starts_the_wal_is_not_synced_alone(path: Path) -> No
     WAL without syncing its header (the next durable commit syncs it); later leases, whose
     WAL holds frames, keep SQLite's header sync; the level is FULL again right after."""
     cp = SqliteCheckpointer(path)
+    await cp.setup()  # (made on the event loop: it opens on first use)
     await cp.close()  # the last close checkpoints and deletes the WAL
     await cp.setup()
     assert os.path.getsize(f"{path}-wal") == 0
@@ -816,6 +817,7 @@ async def test_a_lease_that_starts_the_wal_is_not_synced_alone(path: Path) -> No
     assert around_commit(seen) == ["PRAGMA synchronous=NORMAL", "BEGIN IMMEDIATE", "COMMIT"]
     await cp.close()
     cp = SqliteCheckpointer(path)  # resume_thread, as a resuming process calls it
+    await cp.setup()  # (made on the event loop: it opens on first use)
     seen = trace_statements(cp)
     point = await cp.resume_thread(T1, "again", 60.0)
     assert point is not None and point.thread.lease_owner == "again"
@@ -832,6 +834,7 @@ async def test_a_write_between_the_look_and_the_lock_keeps_the_header_sync(
     """Another process writing after the WAL was seen empty, before this one's BEGIN: the
     lease is taken again at NORMAL (SQLite syncs the header of a WAL it restarts)."""
     cp = SqliteCheckpointer(path)
+    await cp.setup()  # (made on the event loop: it opens on first use)
     await cp.close()
     await cp.setup()
     looks: list[bool] = []
@@ -869,6 +872,7 @@ async def test_a_new_wal_is_given_room_that_the_commits_overwrite(path: Path) ->
     under the write lock; SQLite writes its header and frames over them, so the following
     commits do not grow the file (an fsync of an overwrite costs less than of an append)."""
     cp = SqliteCheckpointer(path)
+    await cp.setup()  # (made on the event loop: it opens on first use)
     await cp.close()
     await cp.setup()
     wal = Path(f"{path}-wal")
@@ -897,6 +901,7 @@ async def test_a_durable_commit_keeps_room_past_the_frames(path: Path) -> None:
     chunks beyond it, under the write lock, before its own frames; nothing before the end
     changes. A lease alone (no fsync of its own) leaves the file as it is."""
     cp = SqliteCheckpointer(path)
+    await cp.setup()  # (made on the event loop: it opens on first use)
     await cp.close()
     await cp.setup()
     owner, head = await fill(cp, 1)
@@ -979,6 +984,7 @@ async def test_a_new_runs_input_that_starts_the_wal_is_relaxed_and_gives_it_room
     own): like a first lease, it starts the WAL at OFF and gives it room; the step after it
     is FULL, and the two read back from another connection."""
     cp = SqliteCheckpointer(path)
+    await cp.setup()  # (made on the event loop: it opens on first use)
     await cp.close()
     await cp.setup()
     seen = trace_statements(cp)
@@ -1018,11 +1024,13 @@ async def test_the_wal_descriptor_lives_and_dies_with_the_connection(path: Path)
     close, or when a stuck connection is dropped): opening and closing leaks none."""
     fds = lambda: len(os.listdir("/proc/self/fd"))  # noqa: E731
     cp = SqliteCheckpointer(path)
+    await cp.setup()  # (made on the event loop: it opens on first use)
     await fill(cp, 1)
     await cp.close()
     before = fds()
     for _ in range(20):
         cp = SqliteCheckpointer(path)
+        await cp.setup()  # (made on the event loop: it opens on first use)
         assert cp._wal_fd is not None
         assert os.path.samefile(f"/proc/self/fd/{cp._wal_fd}", f"{path}-wal")
         await cp.get_thread(T1)
@@ -1030,6 +1038,7 @@ async def test_the_wal_descriptor_lives_and_dies_with_the_connection(path: Path)
         assert cp._wal_fd is None and cp._conn is None
     assert fds() == before
     cp = SqliteCheckpointer(path)
+    await cp.setup()  # (made on the event loop: it opens on first use)
     assert cp._conn is not None
     cp._conn.execute("BEGIN")  # as a failed ROLLBACK leaves it
     cp._drop_if_stuck()
@@ -1072,6 +1081,7 @@ def test_make_room_writes_zeros_only_past_the_end(tmp_path: Path) -> None:
 
 
 @pytest.mark.anyio
+@pytest.mark.blocking_ok  # white box: sets the connection's level from the test body
 async def test_closing_never_checkpoints_at_synchronous_off(path: Path) -> None:
     """Closing checkpoints the WAL into the file: if a failure left the connection at OFF, the
     durable level is set first, so that checkpoint syncs."""
@@ -1099,6 +1109,7 @@ async def test_the_wal_is_looked_at_where_sqlite_keeps_it(
         monkeypatch.chdir(tmp_path / "data")
         where = Path("store.sqlite")
     cp = SqliteCheckpointer(where)
+    await cp.setup()  # (made on the event loop: it opens on first use)
     await cp.close()
     await cp.setup()
     monkeypatch.chdir(tmp_path / "elsewhere")

@@ -1,0 +1,50 @@
+"""Shared fixtures: the anyio backend, and a detector of blocking calls on the event loop.
+
+Tests of async paths (marked ``anyio``) run under blockbuster (as anyio's own suite does):
+a blocking call (sleep, file or socket I/O, SQLite, a lock wait) made on an event loop's
+thread by code that graphflow or checkpoints called raises ``blockbuster.BlockingError``, so
+the test fails. A test body's own blocking calls are its business. graphflow's sync API
+runs each call on a private loop where blocking I/O is allowed
+(``checkpoints.blocking.inline_io``, also set on the lease keeper's loop): not reported.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import pytest
+from blockbuster import BlockBuster
+
+from checkpoints.blocking import inline_io
+
+
+def _allowing_inline_io(predicate: Callable[..., bool]) -> Callable[..., bool]:
+    def can_block(*args: Any, **kwargs: Any) -> bool:
+        return inline_io.get() or predicate(*args, **kwargs)
+
+    return can_block
+
+
+@pytest.fixture
+def anyio_backend() -> str:
+    return "asyncio"
+
+
+@pytest.fixture(autouse=True)
+def no_blocking_on_the_loop(request: pytest.FixtureRequest) -> Iterator[None]:
+    """Fail an async test whose library code blocked the event loop's thread."""
+    node = request.node
+    if node.get_closest_marker("anyio") is None or node.get_closest_marker("blocking_ok"):
+        yield
+        return
+    bb = BlockBuster(["graphflow", "checkpoints"])
+    for fn in bb.functions.values():
+        fn.can_block_predicate = _allowing_inline_io(fn.can_block_predicate)
+        # Resolving a store's path when it is made (a stat, no wait): accepted.
+        fn.can_block_in("checkpoints/sqlite.py", "__init__")
+    bb.activate()
+    try:
+        yield
+    finally:
+        bb.deactivate()

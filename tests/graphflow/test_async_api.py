@@ -1,0 +1,69 @@
+"""The async API never blocks the caller's event loop (the detector is in tests/conftest.py)."""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+from typing import Any, TypedDict
+
+import anyio
+import pytest
+
+from checkpoints import MemoryCheckpointer, SqliteCheckpointer
+from graphflow import END, START, StateGraph
+
+
+class S(TypedDict, total=False):
+    n: int
+
+
+def _sleepy(state: S) -> dict[str, Any]:
+    time.sleep(0.05)  # a sync node doing blocking work, as sync nodes may
+    return {"n": state.get("n", 0) + 1}
+
+
+def _graph(checkpointer: Any) -> Any:
+    b = StateGraph(S).add_node("a", _sleepy).add_node("b", _sleepy)
+    b.add_edge(START, "a").add_edge("a", "b").add_edge("b", END)
+    return b.compile(checkpointer=checkpointer)
+
+
+@pytest.mark.anyio
+@pytest.mark.parametrize("store", ["none", "memory", "sqlite"])
+async def test_a_lone_sync_node_runs_off_the_callers_event_loop(store: str, tmp_path: Path) -> None:
+    cp = {"none": None, "memory": MemoryCheckpointer()}.get(store)
+    if store == "sqlite":
+        cp = SqliteCheckpointer(tmp_path / "a.db")
+    ticks = 0
+
+    async def ticker() -> None:
+        nonlocal ticks
+        while True:
+            await anyio.sleep(0.005)
+            ticks += 1
+
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(ticker)
+        res = await _graph(cp).ainvoke({}, thread_id=None if cp is None else "t")
+        events = [
+            e.type async for e in _graph(cp).astream({}, thread_id=None if cp is None else "u")
+        ]
+        tg.cancel_scope.cancel()
+    assert res.state == {"n": 2} and events[-1] == "done"
+    assert ticks > 0  # the loop ran while the nodes slept (no timing is asserted)
+    if isinstance(cp, SqliteCheckpointer):
+        await cp.close()
+
+
+def test_the_sync_api_still_runs_a_lone_sync_node_inline() -> None:
+    import threading
+
+    seen: list[int] = []
+
+    def node(state: S) -> dict[str, Any]:
+        seen.append(threading.get_ident())
+        return {}
+
+    b = StateGraph(S).add_node("a", node).add_edge(START, "a").add_edge("a", END)
+    b.compile().invoke({})
+    assert seen == [threading.get_ident()]
