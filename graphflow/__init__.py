@@ -1,7 +1,7 @@
 """graphflow: a durable graph workflow engine with checkpointed interrupts."""
 
 from checkpoints import serde as _serde
-from graphflow.builder import RetryPolicy, StateGraph
+from graphflow.builder import StateGraph
 from graphflow.compiled import CompiledGraph
 from graphflow.engine.context import NodeContext, interrupt
 from graphflow.errors import (
@@ -21,6 +21,7 @@ from graphflow.errors import (
     ThreadPausedError,
     UnknownPauseError,
 )
+from graphflow.retry import RetryPolicy
 from graphflow.types import (
     END,
     START,

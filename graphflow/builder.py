@@ -9,6 +9,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from graphflow.errors import GraphValidationError
+from graphflow.retry import RetryPolicy, policies
 from graphflow.state import StateSchema
 from graphflow.types import END, START
 from graphflow.validate import validate
@@ -16,15 +17,6 @@ from graphflow.validate import validate
 if TYPE_CHECKING:
     from checkpoints import Checkpointer
     from graphflow.compiled import CompiledGraph
-
-
-@dataclass(frozen=True, slots=True)
-class RetryPolicy:
-    """Retry a failing node in the same run: ``max_attempts`` in all, waiting ``backoff`` s."""
-
-    max_attempts: int = 3
-    backoff: float = 0.0
-    retry_on: tuple[type[BaseException], ...] = (Exception,)
 
 
 @dataclass(slots=True)
@@ -36,7 +28,7 @@ class NodeSpec:
     takes_ctx: bool
     is_async: bool
     destinations: tuple[str, ...] | None = None
-    retry: RetryPolicy | None = None
+    retry: tuple[RetryPolicy, ...] = ()
     subgraph: Any = None
 
 
@@ -114,7 +106,7 @@ class StateGraph:
         fn: Callable[..., Any] | Any = None,
         *,
         destinations: Sequence[str] | None = None,
-        retry: RetryPolicy | None = None,
+        retry: RetryPolicy | Sequence[RetryPolicy] | None = None,
         input: Mapping[str, str] | None = None,
         output: Mapping[str, str] | None = None,
     ) -> StateGraph:
@@ -173,7 +165,7 @@ class StateGraph:
             takes_ctx=subgraph is not None or _takes_ctx(call),
             is_async=subgraph is not None or _is_async(call),
             destinations=tuple(destinations) if destinations is not None else None,
-            retry=retry,
+            retry=policies(retry, node=name),
             subgraph=subgraph,
         )
         return self

@@ -486,9 +486,8 @@ class Run(RunStart, TaskRunner):
                 pauses.append((spec, PauseRequest("before", "before", {"node": spec.node})))
             else:
                 to_run.append(spec)
-        attempts = {t: r.attempts for t, r in records.items()}
         if to_run:
-            await self._run_tasks(to_run, step, ck, memos, attempts, outcomes)
+            await self._run_tasks(to_run, step, ck, memos, records, outcomes)
         ordered = [outcomes[s.id] for s in ck.frontier if s.id in outcomes]
         failed = [o for o in ordered if o.status == "failed"]
         after = self.graph.interrupt_after

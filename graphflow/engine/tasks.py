@@ -7,7 +7,6 @@ return or raise into outcomes; the run decides what to commit.
 from __future__ import annotations
 
 import contextvars
-import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
 from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 from contextlib import asynccontextmanager
@@ -37,9 +36,11 @@ from graphflow.engine.context import (
     set_current,
 )
 from graphflow.errors import GraphflowError, InvalidUpdateError
+from graphflow.retry import wait_before_retry
 from graphflow.types import Command
 
 if TYPE_CHECKING:
+    from checkpoints import Checkpointer
     from graphflow.builder import NodeSpec
     from graphflow.compiled import CompiledGraph
     from graphflow.engine.loop import Run
@@ -73,6 +74,7 @@ class TaskRunner:
     """Runs tasks for a ``Run`` (which provides the attributes declared here)."""
 
     graph: CompiledGraph
+    store: Checkpointer | None
     ns: str
     values: dict[str, Any]
     sink: Any
@@ -98,7 +100,7 @@ class TaskRunner:
         step: int,
         ck: CheckpointRecord,
         memos: Mapping[TaskId, dict[str, Any]],
-        attempts: Mapping[TaskId, int],
+        records: Mapping[TaskId, TaskRecord],
         outcomes: dict[TaskId, Outcome],
     ) -> None:
         """Run a step's tasks: async nodes as tasks of a task group, sync nodes in threads.
@@ -111,7 +113,11 @@ class TaskRunner:
         view = self.graph.schema.view(self.values) if any(not s.has_arg for s in specs) else None
 
         def job(spec: TaskSpec) -> _Job:
-            return _Job(spec, step, view, dict(memos.get(spec.id, {})), attempts.get(spec.id, 0))
+            rec = records.get(spec.id)
+            prior = rec.attempts if rec is not None else 0
+            # A record left "running" is a retry that a crash interrupted: its budget goes on.
+            spent = prior if rec is not None and rec.status == "running" else 0
+            return _Job(spec, step, view, dict(memos.get(spec.id, {})), prior, spent, ck)
 
         if len(specs) == 1:
             self._running = 1
@@ -136,20 +142,43 @@ class TaskRunner:
                 if self.graph.nodes[spec.node].is_async:
                     tg.start_soon(self._async_job, job(spec), finished)
             if sync:
-                await self._sync_jobs([job(s) for s in sync], finished)
+                await self._sync_jobs([job(s) for s in sync], finished, tg)
 
-    async def _async_job(self, job: _Job, finished: Callable[..., Awaitable[None]]) -> None:
-        await finished(await self._run_task(job, inline=False))
+    async def _async_job(
+        self,
+        job: _Job,
+        finished: Callable[..., Awaitable[None]],
+        first: _Attempt | None = None,
+    ) -> None:
+        await finished(await self._run_task(job, inline=False, first=first))
 
-    async def _sync_jobs(self, jobs: list[_Job], finished: Callable[..., Awaitable[None]]) -> None:
-        """Run sync nodes in a thread pool; wake the loop once per batch of completions."""
+    async def _sync_jobs(
+        self,
+        jobs: list[_Job],
+        finished: Callable[..., Awaitable[None]],
+        tg: anyio.abc.TaskGroup,
+    ) -> None:
+        """Run the first attempts of sync nodes in a thread pool, waking the loop once per
+        batch of completions; a failed attempt that may be retried goes on in its own task
+        of the step (``_run_task``), so its wait holds up no sibling."""
         pool = _node_pool()
-        pending = {pool.submit(contextvars.copy_context().run, self._thread_task, j) for j in jobs}
+        by_future = {
+            pool.submit(contextvars.copy_context().run, self._thread_attempt, j): j for j in jobs
+        }
+        pending = set(by_future)
         while pending:
             done, pending = await anyio.to_thread.run_sync(
                 _wait_some, pending, abandon_on_cancel=True
             )
-            await finished(*sorted((f.result() for f in done), key=lambda o: o.spec.node))
+            ready: list[Outcome] = []
+            for f in done:
+                first = f.result()
+                if self._retry_wait(by_future[f], first.error) is None:
+                    ready.append(self._finish(first, by_future[f]))
+                else:
+                    tg.start_soon(self._async_job, by_future[f], finished, first)
+            if ready:
+                await finished(*sorted(ready, key=lambda o: o.spec.node))
 
     async def _flush(self) -> None:
         """Commit the records of tasks that finished while siblings still run."""
@@ -175,7 +204,7 @@ class TaskRunner:
             routes=o.routes,
         )
 
-    def _context(self, job: _Job, attempt: int) -> NodeContext:
+    def _context(self, job: _Job) -> NodeContext:
         run: Run = self  # type: ignore[assignment]  # a TaskRunner is always the base of a Run
         return NodeContext(
             run,
@@ -184,102 +213,103 @@ class TaskRunner:
             step=job.step,
             answers=self.answers,
             memos=job.memos,
-            attempt=attempt,
+            attempt=job.attempts,
         )
 
-    def _retry(self, node: NodeSpec, exc: BaseException | None, tries: int) -> float | None:
+    def _retry_wait(self, job: _Job, error: BaseException | None) -> float | None:
         """Seconds to wait before retrying a failed attempt, or None: do not retry."""
-        policy = node.retry
-        if (
-            policy is None
-            or exc is None
-            or isinstance(exc, PauseSignal | GraphflowError)
-            or not isinstance(exc, policy.retry_on)
-            or tries >= policy.max_attempts
-        ):
+        node = self.graph.nodes[job.spec.node]
+        if not node.retry or error is None or isinstance(error, PauseSignal | GraphflowError):
             return None
-        return policy.backoff
+        return wait_before_retry(node.retry, error, job.attempts - job.prior + job.spent)
 
-    async def _run_task(self, job: _Job, *, inline: bool) -> Outcome:
+    async def _run_task(self, job: _Job, *, inline: bool, first: _Attempt | None = None) -> Outcome:
+        """Run a task, retrying it by its node's policy; ``first``: its first attempt, made
+        in the node pool. The one retry loop: each retry's attempt count is committed
+        before the wait, so a crash does not reset the budget."""
         node = self.graph.nodes[job.spec.node]
         state = job.spec.arg if job.spec.has_arg else job.view
-        attempt = job.prior_attempts
-        started = now()
         while True:
-            attempt += 1
-            ctx = self._context(job, attempt)
-            self._task_start(ctx, job)
-            result: Any = None
-            exc: BaseException | None = None
-            try:
-                result = await self._call(node, state, ctx, inline)
-            except PauseSignal as e:
-                exc = _untraced(e)
-            except Exception as e:
-                exc = e
-            wait = self._retry(node, exc, attempt - job.prior_attempts)
+            if first is not None:
+                attempt, first = first, None
+            else:
+                job.attempts += 1
+                ctx = self._context(job)
+                self._task_start(ctx, job)
+                attempt = _Attempt(ctx)
+                try:
+                    attempt.result = await self._call(node, state, ctx, inline)
+                except PauseSignal as e:
+                    attempt.error = _untraced(e)
+                except Exception as e:
+                    attempt.error = e
+            wait = self._retry_wait(job, attempt.error)
             if wait is None:
-                return self._finish(ctx, job, result, exc, attempt, started)
+                return self._finish(attempt, job)
+            await self._record_attempt(job, attempt.error)
             await anyio.sleep(wait)
 
-    def _thread_task(self, job: _Job) -> Outcome:
-        """``_run_task`` for a sync node, run in a worker thread."""
+    async def _record_attempt(self, job: _Job, error: BaseException | None) -> None:
+        """Commit a task's attempts before it waits to retry (its record stays "running")."""
+        if self.store is None:
+            return
+        rec = TaskRecord(
+            job.checkpoint.id,
+            job.spec.id,
+            job.spec.node,
+            "running",
+            attempts=job.attempts,
+            started_at=job.started,
+            error=f"{type(error).__name__}: {error}" if error is not None else None,
+        )
+        if self._flush_lock is None:
+            self._flush_lock = anyio.Lock()
+        async with self._flush_lock:  # (sibling records may be committed meanwhile)
+            await self._commit(CommitBatch(ns=self.ns, tasks=[rec]))
+
+    def _thread_attempt(self, job: _Job) -> _Attempt:
+        """One attempt of a sync node, run in a worker thread of the node pool."""
         node = self.graph.nodes[job.spec.node]
         state = job.spec.arg if job.spec.has_arg else job.view
-        args_ctx = node.takes_ctx
-        attempt = job.prior_attempts
-        started = now()
-        while True:
-            attempt += 1
-            ctx = self._context(job, attempt)
-            self._task_start(ctx, job)
-            result: Any = None
-            exc: BaseException | None = None
-            token = set_current(ctx)
-            try:
-                result = node.fn(state, ctx) if args_ctx else node.fn(state)
-            except PauseSignal as e:
-                exc = _untraced(e)
-            except Exception as e:
-                exc = e
-            finally:
-                reset_current(token)
-            wait = self._retry(node, exc, attempt - job.prior_attempts)
-            if wait is None:
-                return self._finish(ctx, job, result, exc, attempt, started)
-            time.sleep(wait)
+        job.attempts += 1
+        ctx = self._context(job)
+        self._task_start(ctx, job)
+        attempt = _Attempt(ctx)
+        token = set_current(ctx)
+        try:
+            attempt.result = node.fn(state, ctx) if node.takes_ctx else node.fn(state)
+        except PauseSignal as e:
+            attempt.error = _untraced(e)
+        except Exception as e:
+            attempt.error = e
+        finally:
+            reset_current(token)
+        return attempt
 
     def _task_start(self, ctx: NodeContext, job: _Job) -> None:
         if self.sink is not None and self.mode == "debug":
             data = {"task_id": job.spec.id, "attempt": ctx.attempt}
             self._emit("task_start", ctx.node, job.step, data)
 
-    def _finish(
-        self,
-        ctx: NodeContext,
-        job: _Job,
-        result: Any,
-        exc: BaseException | None,
-        attempt: int,
-        started: float,
-    ) -> Outcome:
-        spec = job.spec
+    def _finish(self, attempt: _Attempt, job: _Job) -> Outcome:
+        """The outcome of a task's last attempt."""
+        spec, exc = job.spec, attempt.error
         if isinstance(exc, PauseSignal):
             o = Outcome(spec, "paused", pauses=exc.pauses, nested=exc.records)
         elif exc is not None:
             o = Outcome(spec, "failed", error=exc)
         else:
             try:
-                writes, routes = self._normalize(spec.node, result)
+                writes, routes = self._normalize(spec.node, attempt.result)
                 o = Outcome(spec, "completed", writes, routes)
             except GraphflowError as e:
                 o = Outcome(spec, "failed", error=e)
-        o.attempts = attempt
-        o.started_at = started
+        o.attempts = job.attempts
+        o.started_at = job.started
         o.ended_at = now()
         if self.sink is not None and self.mode == "debug":
             data = {"task_id": spec.id, "status": o.status, "writes": self._as_update(o.writes)}
-            self._emit("task_end", ctx.node, job.step, data)
+            self._emit("task_end", attempt.ctx.node, job.step, data)
         return o
 
     def _as_update(self, writes: Sequence[tuple[str, Any]]) -> dict[str, Any]:
@@ -363,13 +393,31 @@ def _leaves(group: BaseExceptionGroup[BaseException]) -> list[BaseException]:
 
 @dataclass(slots=True)
 class _Job:
-    """What a task needs to run: its spec, step, the state it sees and its memos."""
+    """What a task needs to run: its spec, step, the state it sees and its memos, and its
+    attempts (``prior``: made by earlier runs; ``spent``: of those, the ones that count
+    against this run's retry budget)."""
 
     spec: TaskSpec
     step: int
     view: Any
     memos: dict[str, Any]
-    prior_attempts: int
+    prior: int
+    spent: int
+    checkpoint: CheckpointRecord
+    attempts: int = 0
+    started: float = field(default_factory=now)
+
+    def __post_init__(self) -> None:
+        self.attempts = self.prior
+
+
+@dataclass(slots=True)
+class _Attempt:
+    """One attempt at a task: its context and what the node returned or raised."""
+
+    ctx: NodeContext
+    result: Any = None
+    error: BaseException | None = None
 
 
 _POOL: list[ThreadPoolExecutor] = []
@@ -382,6 +430,8 @@ def _node_pool() -> ThreadPoolExecutor:
     return _POOL[0]
 
 
-def _wait_some(pending: set[Future[Outcome]]) -> tuple[set[Future[Outcome]], set[Future[Outcome]]]:
+def _wait_some(
+    pending: set[Future[_Attempt]],
+) -> tuple[set[Future[_Attempt]], set[Future[_Attempt]]]:
     done, rest = wait(pending, return_when=FIRST_COMPLETED)
     return set(done), set(rest)
