@@ -92,6 +92,12 @@ class ModelCall:
 class ScriptedModel:
     """A fake model that replays responses in order and records every request.
 
+    It picks its response from the transcript it is given, not from a count kept in memory:
+    the response after the last of its script's responses that the transcript holds (as
+    assistant messages, in order). So a thread paused in one process and resumed in another,
+    with a new ``ScriptedModel`` of the same script, gets the next response, as a real model
+    would answer the transcript. ``calls`` records the requests of this object only.
+
     Args:
         responses: the script; a ``str`` means ``ModelResponse(text=...)``.
         name: named in :class:`ScriptExhaustedError`.
@@ -103,7 +109,7 @@ class ScriptedModel:
         self.calls: list[ModelCall] = []
 
     def __repr__(self) -> str:
-        return f"ScriptedModel({self.name!r}, {len(self.calls)}/{len(self.responses)} used)"
+        return f"ScriptedModel({self.name!r}, {len(self.responses)} responses)"
 
     async def generate(self, messages: list[Message], tools: list[Tool]) -> ModelResponse:
         """Record the request and return the next scripted response.
@@ -113,9 +119,23 @@ class ScriptedModel:
                 still recorded in ``calls``).
         """
         self.calls.append(ModelCall(messages=list(messages), tools=list(tools)))
-        if len(self.calls) > len(self.responses):
+        position = 0
+        for m in messages:
+            if position < len(self.responses) and _is_response(m, self.responses[position]):
+                position += 1
+        if position >= len(self.responses):
             raise ScriptExhaustedError(self.name, len(self.responses))
-        return self.responses[len(self.calls) - 1]
+        return self.responses[position]
+
+
+def _is_response(message: Message, response: ModelResponse) -> bool:
+    """Whether a transcript message is this response as an agent appended it."""
+    return (
+        message.role == "assistant"
+        and message.content == response.text
+        and [(c.id, c.name, c.args) for c in message.tool_calls]
+        == [(c.id, c.name, c.args) for c in response.tool_calls]
+    )
 
 
 class OpenAIChatModel:

@@ -39,3 +39,25 @@ def test_the_demo_pauses_and_resumes_in_a_new_process(tmp_path: pathlib.Path) ->
     assert "paused" in start and "done" in resume
     assert start.split("pid ")[1].split("]")[0] != resume.split("pid ")[1].split("]")[0]
     assert "paid refund of 120" in out.stdout
+
+
+def test_the_agent_example_pauses_in_one_process_and_resumes_in_another(
+    tmp_path: pathlib.Path,
+) -> None:
+    """The example says the decision may come "later, in any process": run it that way."""
+    (block,) = [b for b in BLOCKS if "ToolConfirmationPause" in b]
+    setup, _, resume = block.partition("# later, in any process")
+    define = setup.partition("for event in graph.stream(")[0]
+    first = setup
+    second = define + "\n".join(resume.splitlines()[1:]) + "\n"
+    outputs = []
+    for script in (first, second):
+        path = tmp_path / "step.py"
+        path.write_text(script, encoding="utf-8")
+        out = subprocess.run(
+            [sys.executable, str(path)], cwd=tmp_path, capture_output=True, text=True, timeout=120
+        )
+        assert out.returncode == 0, out.stderr
+        outputs.append(out.stdout)
+    assert outputs[0].startswith("delete_file {'path': '/data/report.csv'} sha256:")
+    assert outputs[1] == "done Deleted.\n"

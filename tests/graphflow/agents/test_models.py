@@ -63,9 +63,10 @@ async def test_scripted_model_replays_in_order_and_records_calls() -> None:
 @pytest.mark.anyio
 async def test_scripted_model_exhaustion_names_the_script() -> None:
     model = ScriptedModel(["only"], name="triage-script")
-    await model.generate([], [])
+    only = await model.generate([], [])
+    transcript = [only.to_message("t0"), Message(role="user", content="again")]
     with pytest.raises(ScriptExhaustedError, match=r"'triage-script'.*had 1 response\b") as info:
-        await model.generate([Message(role="user", content="again")], [])
+        await model.generate(transcript, [])
     assert isinstance(info.value, GraphflowError)
     assert len(model.calls) == 2  # the failing request is recorded too
     with pytest.raises(ScriptExhaustedError, match=r"'ScriptedModel'.*had 0 responses"):
@@ -291,3 +292,20 @@ async def test_openai_uses_a_given_client_and_leaves_it_open() -> None:
         assert not client.is_closed
     assert str(seen[0].url) == "https://llm.example/v1/chat/completions"
     assert json.loads(seen[0].content)["tools"] == [delete_file.schema()]
+
+
+@pytest.mark.anyio
+async def test_a_fresh_scripted_model_continues_from_the_transcript_it_is_given() -> None:
+    """A thread resumed in another process has a new ScriptedModel: it answers the transcript."""
+    first = ModelResponse(tool_calls=[ToolCall(id="c1", name="delete_file", args={"path": "/x"})])
+    script = [first, "deleted", "anything else?"]
+    transcript = [Message(role="user", content="rm /x"), first.to_message("m1")]
+    transcript.append(Message(role="tool", content="ok", tool_call_id="c1"))
+    assert (await ScriptedModel(script).generate(transcript, [])).text == "deleted"
+    # Messages of other agents in between do not move it; a repeated answer is matched in order.
+    twice = ScriptedModel(["ok", "ok", "bye"])
+    convo = [Message(role="user", content="a")]
+    for expected in ("ok", "ok", "bye"):
+        answer = await twice.generate(convo, [])
+        assert answer.text == expected
+        convo += [answer.to_message(f"m{len(convo)}"), Message(role="assistant", content="other")]
