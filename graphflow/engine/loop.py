@@ -593,8 +593,8 @@ class Run(RunStart, TaskRunner):
             self.values = applied.values
         if self.sink is not None:
             if self.mode in ("updates", "debug"):
-                data = {self._node_path(o.spec.node): self._as_update(o.writes) for o in by_name}
-                self._emit("updates", None, step, data)
+                for data in self._step_updates(by_name):
+                    self._emit("updates", None, step, data)
             if self.mode == "values" and self.parent is None:
                 self._emit("values", None, step, schema.view(self.values))
         targets: list[str | Send] = []
@@ -646,6 +646,22 @@ class Run(RunStart, TaskRunner):
             r.writes = None
         await self._commit_checkpoint(new, writes, frontier, records)
         self.answers = {}
+
+    def _step_updates(self, ordered: list[Outcome]) -> list[dict[str, Any]]:
+        """A step's ``updates`` events: ``{node: update}`` for every node that ran; a node
+        that ran as several tasks (``Send`` fan-out) has each further task's update in a
+        further event of the step, in task order, so no update is lost."""
+        events: list[dict[str, Any]] = []
+        for o in ordered:
+            path = self._node_path(o.spec.node)
+            for data in events:
+                if path not in data:
+                    break
+            else:
+                data = {}
+                events.append(data)
+            data[path] = self._as_update(o.writes)
+        return events
 
     def _collect_out(
         self,

@@ -4,7 +4,7 @@ import gc
 import operator
 import warnings
 from collections import Counter
-from typing import Annotated, Any
+from typing import Annotated, Any, TypedDict
 
 import anyio
 import pytest
@@ -786,3 +786,28 @@ def test_errors_are_raised_as_documented(case: str, with_checkpointer: bool) -> 
         graph.invoke({}, thread_id="t", **kwargs)
     with pytest.raises(error):
         list(graph.stream({}, thread_id="t2", mode="updates", **kwargs))
+
+
+@pytest.mark.parametrize("mode", ["updates", "debug"])
+def test_every_task_of_a_fanned_out_node_reaches_the_updates_stream(mode: str) -> None:
+    class Fan(TypedDict, total=False):
+        items: Annotated[list[int], append]
+        tag: str
+
+    b = StateGraph(Fan)
+    b.add_node("split", lambda s: {})
+    b.add_node("work", lambda s: {"items": [s["n"] * 10]})
+    b.add_node("other", lambda s: {"tag": "x"})
+    b.add_edge(START, "split")
+    b.add_conditional_edges(
+        "split", lambda s: [Send("work", {"n": n}) for n in (1, 2, 3)] + ["other"]
+    )
+    b.add_edge("work", END).add_edge("other", END)
+    events = [e for e in b.compile().stream({}, mode=mode) if e.type == "updates"]
+    step = [e.data for e in events if e.step == events[-1].step]
+    assert step == [
+        {"other": {"tag": "x"}, "work": {"items": [10]}},
+        {"work": {"items": [20]}},
+        {"work": {"items": [30]}},
+    ]
+    assert len({e.step for e in events}) == 2  # split's step, then the fan-out's
