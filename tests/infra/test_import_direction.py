@@ -66,9 +66,7 @@ def test_import_linter_contract() -> None:
         "import sys; from importlinter.cli import lint_imports_command; "
         "sys.exit(lint_imports_command())"
     )
-    out = subprocess.run(
-        [sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT
-    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT)
     assert out.returncode == 0, out.stdout + out.stderr
     assert "1 kept, 0 broken" in out.stdout
 
