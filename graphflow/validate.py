@@ -18,10 +18,16 @@ if TYPE_CHECKING:
     from graphflow.compiled import CompiledGraph
 
 
-def edges_of(builder: StateGraph) -> list[tuple[str, str, str]]:
+ANY_TARGET = ""
+"""The target of a conditional edge without a path map in ``edges_of(expand=False)`` (the
+empty name is not a node's)."""
+
+
+def edges_of(builder: StateGraph, *, expand: bool = True) -> list[tuple[str, str, str]]:
     """Every edge as (source, target, kind) over node names plus START and END.
 
-    A conditional edge without a known set of targets leads to every node and END.
+    A conditional edge without a known set of targets leads to every node and END; with
+    ``expand=False`` it is one edge of kind ``"any"`` to ``ANY_TARGET`` instead (drawing).
     """
     out: list[tuple[str, str, str]] = []
     for src, targets in builder.edges.static.items():
@@ -30,6 +36,9 @@ def edges_of(builder: StateGraph) -> list[tuple[str, str, str]]:
         out += [(s, t, "join") for s in sources]
     for src, branches in builder.edges.branches.items():
         for br in branches:
+            if br.targets is None and not expand:
+                out.append((src, ANY_TARGET, "any"))
+                continue
             possible = br.targets if br.targets is not None else (*builder.nodes, END)
             out += [(src, t, "conditional") for t in possible]
     for name, spec in builder.nodes.items():

@@ -408,3 +408,44 @@ def test_a_router_that_cannot_be_called_with_the_state_is_refused() -> None:
     assert "conditional edge from 'a'" in str(info.value) and "router(state)" in str(info.value)
     assert info.value.nodes == ("a",)
     b.add_conditional_edges("a", lambda state: END)  # accepted
+
+
+def test_draw_mermaid_marks_an_open_conditional_edge_and_draws_subgraph_blocks() -> None:
+    child = builder("c").add_edge(START, "c").add_edge("c", END).compile()
+    b = builder("a", "b").add_node("sub", child).add_edge(START, "a")
+    b.add_conditional_edges("a", lambda s: "b")  # no path map: it may lead anywhere
+    b.add_edge("b", END).add_edge("sub", END)
+    expected = """\
+flowchart TD
+    __start__([START])
+    a["a"]
+    b["b"]
+    subgraph sub["sub"]
+        sub___start__([START])
+        sub_c["c"]
+        sub___end__([END])
+        sub___start__ --> sub_c
+        sub_c --> sub___end__
+    end
+    __end__([END])
+    a_any(("?"))
+    __start__ --> a
+    a -.-> a_any
+    b --> __end__
+    sub --> __end__
+"""
+    graph = b.compile()
+    assert graph.draw_mermaid() == expected
+    assert graph.draw_mermaid() == expected  # deterministic
+
+
+def test_draw_mermaid_ids_stay_unique() -> None:
+    child = builder("x").add_edge(START, "x").add_edge("x", END).compile()
+    b = builder("sub_x", "a-b", "a_b").add_node("sub", child)
+    b.add_edge(START, "sub_x").add_edge("sub_x", "a-b").add_edge("a-b", "a_b")
+    b.add_edge("a_b", "sub").add_edge("sub", END)
+    text = b.compile().draw_mermaid()
+    declared = re.findall(r"^\s*(?:subgraph )?(\w+)[\[(]", text, re.M)
+    # START, 3 nodes, END, and the block with its START, x and END
+    assert len(declared) == len(set(declared)) == 9, text
+    assert "sub_x_2" in text and "a_b_2" in text
