@@ -381,12 +381,17 @@ def _short(value: Any, limit: int = 60) -> str:
     return text if len(text) <= limit else text[: limit - 3] + "..."
 
 
-def _details(error: ValidationError) -> str:
-    """Pydantic's messages, one per problem, with where in the value (no URLs)."""
+def _details(error: ValidationError, limit: int = 3) -> str:
+    """Pydantic's messages, one per problem (the first few), with where in the value."""
     parts = []
-    for err in error.errors(include_url=False):
+    errors = error.errors(include_url=False)
+    for err in errors[:limit]:
         loc = "".join(f"[{p}]" if isinstance(p, int) else f".{p}" for p in err["loc"])
-        parts.append(f"{err['msg']} (at {loc.lstrip('.')})" if loc else err["msg"])
+        loc = loc.lstrip(".")
+        loc = loc if len(loc) <= 40 else loc[:37] + "..."
+        parts.append(f"{err['msg']} (at {loc})" if loc else err["msg"])
+    if len(errors) > limit:
+        parts.append(f"and {len(errors) - limit} more")
     return "; ".join(parts)
 
 
