@@ -38,6 +38,24 @@ from graphflow.types import (
 
 _serde.register(Send, name="graphflow.Send")
 
+
+def __getattr__(name: str) -> str:
+    """``graphflow.__version__``: the installed distribution's version, read when first
+    asked (importing ``importlib.metadata`` at every import would slow every process that
+    resumes a thread); ``"0+unknown"`` when graphflow runs from a tree it was not installed
+    from."""
+    if name == "__version__":
+        from importlib import metadata
+
+        try:
+            version = metadata.version("graphflow-engine")
+        except metadata.PackageNotFoundError:
+            version = "0+unknown"
+        globals()["__version__"] = version
+        return version
+    raise AttributeError(f"module 'graphflow' has no attribute {name!r}")
+
+
 __all__ = [
     "AmbiguousResumeError",
     "Command",

@@ -80,6 +80,46 @@ def _takes_ctx(fn: Callable[..., Any]) -> bool:
     return any(p.name in ("ctx", "context") for p in sig.parameters.values())
 
 
+def _callable_with(fn: Callable[..., Any], n: int) -> bool:
+    """Whether ``fn`` can be called with ``n`` positional arguments (True when unknown)."""
+    if type(fn) is types.FunctionType and "__wrapped__" not in fn.__dict__:
+        code = fn.__code__  # (cheaper than inspect.signature, as in _takes_ctx)
+        pos = code.co_argcount
+        kwonly = code.co_varnames[pos : pos + code.co_kwonlyargcount]
+        return (
+            pos - len(fn.__defaults__ or ()) <= n
+            and (pos >= n or bool(code.co_flags & 0x04))
+            and all(k in (fn.__kwdefaults__ or {}) for k in kwonly)
+        )
+    try:
+        inspect.signature(fn).bind(*range(n))
+    except TypeError:
+        return False
+    except ValueError:  # no signature (some builtins): trusted
+        return True
+    return True
+
+
+def _signature(fn: Callable[..., Any]) -> str:
+    try:
+        return f"{getattr(fn, '__qualname__', fn)!r} takes {inspect.signature(fn)}"
+    except (TypeError, ValueError):  # pragma: no cover - such a callable is trusted
+        return repr(fn)
+
+
+def _check_call(name: str, fn: Callable[..., Any], takes_ctx: bool) -> None:
+    """Refuse a node that cannot be called as ``fn(state)`` (or ``fn(state, ctx)`` when it
+    takes a context): the mistake would otherwise show only when the node first runs."""
+    if not _callable_with(fn, 2 if takes_ctx else 1):
+        called = "fn(state, ctx)" if takes_ctx else "fn(state)"
+        raise GraphValidationError(
+            f"node {name!r}: {_signature(fn)}, so it cannot be called as {called}; a node "
+            "takes the state and, optionally, a NodeContext as its second parameter: "
+            "def node(state) or def node(state, ctx)",
+            (name,),
+        )
+
+
 def _is_async(fn: Callable[..., Any]) -> bool:
     if inspect.iscoroutinefunction(fn):
         return True
@@ -98,6 +138,8 @@ class StateGraph:
         self.nodes: dict[str, NodeSpec] = {}
         self.edges = Edges()
         self._errors: list[tuple[str, tuple[str, ...]]] = []
+        # Names refused by add_node (already reported): edges to them are not reported again.
+        self._rejected: set[str] = set()
 
     # -- nodes ----------------------------------------------------------------------------
     def add_node(
@@ -136,6 +178,7 @@ class StateGraph:
                     (name,),
                 )
             )
+            self._rejected.add(name)
             return self
         from graphflow.compiled import CompiledGraph
 
@@ -147,6 +190,7 @@ class StateGraph:
                 fn = SubgraphNode(name, subgraph, self.schema, input, output)
             except GraphValidationError as e:
                 self._errors.append((str(e), e.nodes))
+                self._rejected.add(name)
                 return self
         elif input is not None or output is not None:
             raise GraphValidationError(
@@ -159,10 +203,13 @@ class StateGraph:
                 call = target()
         if not callable(call):
             raise GraphValidationError(f"node {name!r}: {fn!r} is not callable", (name,))
+        takes_ctx = subgraph is not None or _takes_ctx(call)
+        if subgraph is None:
+            _check_call(name, call, takes_ctx)
         self.nodes[name] = NodeSpec(
             name=name,
             fn=call,
-            takes_ctx=subgraph is not None or _takes_ctx(call),
+            takes_ctx=takes_ctx,
             is_async=subgraph is not None or _is_async(call),
             destinations=tuple(destinations) if destinations is not None else None,
             retry=policies(retry, node=name),
@@ -192,6 +239,13 @@ class StateGraph:
 
         ``path_map`` maps router results to nodes (a dict), or lists the possible targets.
         """
+        if not callable(router) or not _callable_with(router, 1):
+            what = _signature(router) if callable(router) else f"{router!r} is not callable"
+            raise GraphValidationError(
+                f"conditional edge from {source!r}: {what}; a router is called as "
+                "router(state) and returns where to go",
+                (source,),
+            )
         pm: dict[Hashable, str] | None = None
         targets: tuple[str, ...] | None = None
         if isinstance(path_map, dict):

@@ -85,7 +85,7 @@ class CompiledGraph(StateAPI):
         if not self._resumable_checked:
             from graphflow.validate import check_resumable
 
-            check_resumable(self.builder)
+            check_resumable(self)
             self._resumable_checked = True
 
     async def _ensure_setup(self, thread_id: str | None = None) -> None:

@@ -17,7 +17,7 @@ from typing import Annotated, Any
 from pydantic import BaseModel
 
 from checkpoints import SqliteCheckpointer
-from graphflow import END, START, CompiledGraph, StateGraph, interrupt
+from graphflow import END, START, CompiledGraph, InvalidArgumentError, StateGraph, interrupt
 from graphflow.reducers import append
 
 
@@ -74,12 +74,32 @@ def resume(db: str, thread_id: str, answer: str) -> None:
         print(f"  {line}")
 
 
+def check_db_path(db: str) -> None:
+    """Refuse, naming the path, a database file whose directory does not exist (SQLite
+    creates the file, not its directory)."""
+    folder = os.path.dirname(os.path.abspath(db))
+    if not os.path.isdir(folder):
+        raise InvalidArgumentError(
+            f"cannot create the database {db!r}: directory {os.path.dirname(db)!r} does not "
+            "exist; create it first or pass --db with a file in an existing directory"
+        )
+    if os.path.isdir(db):
+        raise InvalidArgumentError(
+            f"cannot use the database {db!r}: it is a directory; pass --db with a file path"
+        )
+
+
 def main(db: str | None = None, answer: str = "approve") -> int:
     """Start in this process, resume in a fresh one; return the exit code."""
     db = db or os.environ.get("GRAPHFLOW_DB") or "graphflow.db"
+    check_db_path(db)
     thread_id = f"refund-{uuid.uuid4().hex[:8]}"
     start(db, thread_id)
-    code = "import sys; from graphflow.demo import resume; resume(*sys.argv[1:4])"
+    code = (
+        "import sys; from graphflow.cli import fail; from graphflow.demo import resume\n"
+        "try:\n    resume(*sys.argv[1:4])\n"
+        "except Exception as e:\n    sys.exit(fail(e))"
+    )
     proc = subprocess.run([sys.executable, "-c", code, db, thread_id, answer], check=False)
     return proc.returncode
 

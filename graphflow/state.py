@@ -1,23 +1,52 @@
-"""State schemas: channels, reducers and defaults read from a pydantic model or TypedDict."""
+"""State schemas: channels, reducers and defaults read from a pydantic model or TypedDict.
+
+A pydantic schema is enforced: every write (a node's update, the input, ``update_state``) is
+validated and coerced as pydantic would, key by key, and values loaded from a store are
+checked against it (``check_loaded``). A TypedDict schema is not validated (as in LangGraph).
+
+What a write to a key with a reducer is validated as:
+
+- ``append`` on ``list[T]``: a list (or tuple) update item by item as ``T``, any other
+  update as one ``T``;
+- ``operator.add`` and ``merge``: the update as the key's own type;
+- another reducer (``add_messages``, your own): as the annotation of the reducer's second
+  parameter when it has a concrete one; otherwise the update reaches the reducer as written.
+"""
 
 from __future__ import annotations
 
 import contextlib
+import inspect
 import operator
+import re
 import typing
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
-from typing import Any, get_args, get_origin, get_type_hints
+from typing import Any, TypeVar, get_args, get_origin, get_type_hints
 
-from pydantic import BaseModel, TypeAdapter
+from pydantic import BaseModel, PydanticUserError, TypeAdapter, ValidationError
 
 from checkpoints import serde
-from graphflow.errors import InvalidUpdateError
-from graphflow.reducers import APPEND_ONLY
+from checkpoints.errors import CorruptCheckpointError
+from graphflow.errors import GraphValidationError, InvalidUpdateError
+from graphflow.reducers import APPEND_ONLY, append, merge
 
 Reducer = Callable[[Any, Any], Any]
 
 _MISSING: Any = object()
+
+_HIDDEN_PREFIX = "__gf:"  # engine.plan.HIDDEN_PREFIX (plan imports the builder, which imports us)
+
+
+@dataclass(frozen=True, slots=True)
+class _Check:
+    """How writes to one key are validated: ``validate(value) -> value`` (raises
+    ``ValidationError``), ``fast``: a type whose exact instances need no validation, and
+    ``expected``: what the key takes, for error messages."""
+
+    validate: Callable[[Any], Any] | None
+    fast: type | None
+    expected: str
 
 
 @dataclass(frozen=True, slots=True)
@@ -46,6 +75,11 @@ class StateSchema:
         for name, ann in hints.items():
             if name.startswith("_") and self.is_model:
                 continue
+            if name.startswith(_HIDDEN_PREFIX):
+                raise GraphValidationError(
+                    f"state key {name!r} of {schema.__name__}: keys starting with "
+                    f"{_HIDDEN_PREFIX!r} are reserved for the engine; rename it"
+                )
             reducer: Reducer | None = None
             base = ann
             if get_origin(ann) is typing.Annotated:
@@ -53,6 +87,7 @@ class StateSchema:
                 for m in meta:
                     if callable(m) and not isinstance(m, type):
                         reducer = m
+                        _check_reducer(schema, name, m)
             self.channels[name] = Channel(
                 name=name,
                 annotation=base,
@@ -61,7 +96,8 @@ class StateSchema:
                 append_only=reducer in APPEND_ONLY or reducer is operator.add,
             )
         self.keys = frozenset(self.channels)
-        self._adapters: dict[str, TypeAdapter[Any]] = {}
+        self._writes: dict[str, _Check] = {}
+        self._loads: dict[str, _Check] = {}
         _register_types(hints.values())
 
     def _default_factory(self, name: str, base: Any, reducer: Reducer | None) -> Any:
@@ -96,7 +132,7 @@ class StateSchema:
     def input_update(self, value: Any) -> dict[str, Any]:
         """Turn a run's input into an update, validating each given key against the schema."""
         if isinstance(value, BaseModel):
-            data = {k: getattr(value, k) for k in value.model_fields_set}
+            data = self.model_update(value)
         elif isinstance(value, Mapping):
             data = dict(value)
         else:
@@ -105,30 +141,258 @@ class StateSchema:
                 f"{type(value).__name__}",
                 node="input",
             )
-        self.check_keys(data, "input")
-        if self.is_model:
-            for k, v in list(data.items()):
-                ch = self.channels[k]
-                if ch.reducer is None:
-                    data[k] = self._adapter(k).validate_python(v)
-        return data
+        return self.checked_update(data, "input")
 
-    def _adapter(self, key: str) -> TypeAdapter[Any]:
-        ad = self._adapters.get(key)
-        if ad is None:
-            ad = self._adapters[key] = TypeAdapter(self.channels[key].annotation)
-        return ad
+    def model_update(self, value: BaseModel) -> dict[str, Any]:
+        """The update a model instance stands for (a node's result or an input).
+
+        Every field that was set (given to the constructor or assigned) and every field
+        whose value differs from its default: so a value made by a ``default_factory``
+        (a generated id) is written, while an untouched default does not overwrite the
+        state. A field equal to its default and never set is not written.
+        """
+        set_fields = value.model_fields_set
+        out: dict[str, Any] = {}
+        for name, fld in type(value).model_fields.items():
+            v = getattr(value, name)
+            if name in set_fields or fld.is_required():
+                out[name] = v
+                continue
+            try:
+                same = bool(v == fld.get_default(call_default_factory=True))
+            except Exception:  # a value that cannot be compared counts as changed
+                same = False
+            if not same:
+                out[name] = v
+        return out
+
+    def checked_update(self, update: Mapping[str, Any], node: str) -> dict[str, Any]:
+        """``update`` with its keys checked (``check_keys``) and, for a pydantic schema, each
+        value validated and coerced for its key (``InvalidUpdateError`` naming ``node``)."""
+        if not self.is_model:
+            self.check_keys(update, node)
+            return update if type(update) is dict else dict(update)
+        checks = self._writes
+        out: dict[str, Any] = {}
+        for k, v in update.items():
+            check = checks.get(k) or self._write_check(k, node)
+            out[k] = v if type(v) is check.fast else self._validated(check, k, v, node)
+        return out
+
+    def checked_writes(self, writes: Iterable[tuple[str, Any]], node: str) -> list[tuple[str, Any]]:
+        """``checked_update`` for a list of writes, which may repeat a key."""
+        pairs = list(writes)
+        if not self.is_model:
+            self.check_keys(dict(pairs), node)
+            return pairs
+        checks = self._writes
+        out: list[tuple[str, Any]] = []
+        for k, v in pairs:
+            check = checks.get(k) or self._write_check(k, node)
+            out.append((k, v if type(v) is check.fast else self._validated(check, k, v, node)))
+        return out
+
+    @staticmethod
+    def _validated(check: _Check, key: str, value: Any, node: str) -> Any:
+        if check.validate is None:
+            return value
+        try:
+            return check.validate(value)
+        except ValidationError as e:
+            who = {"input": "the input", "update_state": "update_state"}.get(node, f"node {node!r}")
+            raise InvalidUpdateError(
+                f"{who} wrote {type(value).__name__} {_short(value)} to state key {key!r}, "
+                f"which takes {check.expected}: {_details(e)}",
+                node=node,
+                key=key,
+            ) from None
+
+    def check_loaded(
+        self, values: Mapping[str, Any], thread_id: str, checkpoint_id: str | None = None
+    ) -> None:
+        """Raise ``CorruptCheckpointError`` naming the thread and key when a value loaded
+        from a store does not fit a pydantic schema (a damaged record, or a state another
+        graph wrote); a TypedDict schema's values are not checked (writes are not either).
+
+        A stored value fits when validating it gives it back unchanged: every value this
+        engine stores is the result of such a validation. Keys the schema does not have (a
+        key removed from the schema, the engine's own) are not checked.
+        """
+        if not self.is_model:
+            return
+        for key, value in values.items():
+            if key not in self.channels:
+                continue
+            check = self._loads.get(key) or self._load_check(key)
+            if check.validate is None or type(value) is check.fast:
+                continue
+            try:
+                ok = check.validate(value) == value
+                problem = "" if ok else "; validating it changes it"
+            except ValidationError as e:
+                ok, problem = False, f": {_details(e)}"
+            except Exception as e:  # a value that cannot be compared or validated
+                ok, problem = False, f": {type(e).__name__}: {e}"
+            if not ok:
+                raise CorruptCheckpointError(
+                    f"thread {thread_id!r}: the stored value of state key {key!r} "
+                    f"({type(value).__name__} {_short(value)}) does not fit "
+                    f"{self.schema.__name__}, which takes {check.expected}{problem}; the "
+                    "record is damaged or was written by a graph with another state schema",
+                    thread_id=thread_id,
+                    checkpoint_id=checkpoint_id,
+                )
+
+    # -- validators, built on first use (building one costs far more than using it) --------
+    def _adapter(self, key: str, tp: Any, whole_field: bool) -> TypeAdapter[Any]:
+        """A validator of ``tp`` under the schema's config, with the field's constraints
+        (``Field(gt=0)``, ``Annotated`` metadata) when ``tp`` is the field's own type."""
+        fld = self.schema.model_fields.get(key)
+        if whole_field and fld is not None and fld.metadata:
+            tp = typing.Annotated[tp, *fld.metadata]
+        try:
+            return TypeAdapter(tp, config=self.schema.model_config)
+        except PydanticUserError:  # a type with its own config (a model) keeps it
+            return TypeAdapter(tp)
+
+    def _write_check(self, key: str, node: str) -> _Check:
+        ch = self.channels.get(key)
+        if ch is None:
+            raise self._unknown(key, node)
+        tp, whole = ch.annotation, True
+        if ch.reducer is append:
+            item = _list_item(tp)
+            if item is None:
+                check = _Check(None, None, "")
+            else:
+                one = self._adapter(key, item, False).validate_python
+                many = self._adapter(key, list[item], False).validate_python  # type: ignore[valid-type]
+
+                def items(v: Any) -> Any:
+                    return many(v) if isinstance(v, list | tuple) else one(v)
+
+                name = _type_name(item)
+                check = _Check(items, _fast(item), f"{name} or a list of {name} (appended)")
+            self._writes[key] = check
+            return check
+        if ch.reducer is not None and ch.reducer is not operator.add and ch.reducer is not merge:
+            tp, whole = _update_type(ch.reducer), False
+        check = self._plain_check(key, tp, whole)
+        self._writes[key] = check
+        return check
+
+    def _load_check(self, key: str) -> _Check:
+        check = self._plain_check(key, self.channels[key].annotation, True)
+        self._loads[key] = check
+        return check
+
+    def _plain_check(self, key: str, tp: Any, whole: bool) -> _Check:
+        if tp is None or tp is Any or _has_typevar(tp):
+            return _Check(None, None, "")
+        try:
+            adapter = self._adapter(key, tp, whole)
+        except Exception:  # a type pydantic cannot validate (then it is not validated)
+            return _Check(None, None, "")
+        fld = self.schema.model_fields.get(key)
+        constrained = whole and fld is not None and bool(fld.metadata)
+        return _Check(adapter.validate_python, None if constrained else _fast(tp), _type_name(tp))
 
     def check_keys(self, update: Mapping[str, Any], node: str) -> None:
         """Raise ``InvalidUpdateError`` naming the node and key for keys not in the schema."""
         for k in update:
             if k not in self.channels:
-                raise InvalidUpdateError(
-                    f"node {node!r} wrote unknown state key {k!r}; "
-                    f"{self.schema.__name__} has {sorted(self.channels)}",
-                    node=node,
-                    key=k,
-                )
+                raise self._unknown(k, node)
+
+    def _unknown(self, key: str, node: str) -> InvalidUpdateError:
+        return InvalidUpdateError(
+            f"node {node!r} wrote unknown state key {key!r}; "
+            f"{self.schema.__name__} has {sorted(self.channels)}",
+            node=node,
+            key=key,
+        )
+
+
+def _check_reducer(schema: type[Any], key: str, reducer: Any) -> None:
+    """Refuse, when the schema is read, a reducer that cannot be called as
+    ``reducer(current, update)``: the error would otherwise come at the first write."""
+    try:
+        sig = inspect.signature(reducer)
+    except (TypeError, ValueError):  # some builtins have no signature: they are trusted
+        return
+    try:
+        sig.bind(None, None)
+    except TypeError:
+        raise GraphValidationError(
+            f"reducer {getattr(reducer, '__qualname__', reducer)!r} of state key {key!r} "
+            f"({schema.__name__}) takes {sig}; a reducer is called as reducer(current, update) "
+            "with two arguments"
+        ) from None
+
+
+def _list_item(tp: Any) -> Any:
+    """``T`` of ``list[T]`` (None for another type or a bare ``list``)."""
+    if get_origin(tp) is list:
+        args = get_args(tp)
+        return args[0] if args else None
+    return None
+
+
+def _update_type(reducer: Any) -> Any:
+    """The annotation of a reducer's update (second) parameter, or None."""
+    try:
+        params = list(inspect.signature(reducer).parameters.values())
+        hints = get_type_hints(reducer)
+    except Exception:  # no signature, or hints that do not resolve: not validated
+        return None
+    if len(params) < 2:
+        return None
+    return hints.get(params[1].name)
+
+
+def _has_typevar(tp: Any) -> bool:
+    if isinstance(tp, TypeVar):
+        return True
+    return any(_has_typevar(a) for a in get_args(tp) if not isinstance(a, str | int | float))
+
+
+def _fast(tp: Any) -> type | None:
+    """A type whose exact instances pass validation unchanged (checking ``type(v) is tp``
+    is much cheaper than validating): plain scalars, and models that are not revalidated."""
+    if tp in (int, str, float, bool, bytes):
+        return typing.cast(type, tp)
+    if (
+        isinstance(tp, type)
+        and issubclass(tp, BaseModel)
+        and tp.model_config.get("revalidate_instances", "never") == "never"
+    ):
+        return tp
+    return None
+
+
+def _type_name(tp: Any) -> str:
+    """A readable name of a type: ``list[Item]``, not ``list[my.module.Item]``."""
+    if isinstance(tp, type) and not get_args(tp):
+        return tp.__qualname__
+    return re.sub(r"\b(?:[A-Za-z_]\w*\.)+(?=[A-Za-z_])", "", repr(tp))
+
+
+def _short(value: Any, limit: int = 60) -> str:
+    text = repr(value)
+    return text if len(text) <= limit else text[: limit - 3] + "..."
+
+
+def _details(error: ValidationError, limit: int = 3) -> str:
+    """Pydantic's messages, one per problem (the first few), with where in the value."""
+    parts = []
+    errors = error.errors(include_url=False)
+    for err in errors[:limit]:
+        loc = "".join(f"[{p}]" if isinstance(p, int) else f".{p}" for p in err["loc"])
+        loc = loc.lstrip(".")
+        loc = loc if len(loc) <= 40 else loc[:37] + "..."
+        parts.append(f"{err['msg']} (at {loc})" if loc else err["msg"])
+    if len(errors) > limit:
+        parts.append(f"and {len(errors) - limit} more")
+    return "; ".join(parts)
 
 
 def _register_types(annotations: Any) -> None:

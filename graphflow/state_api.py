@@ -213,7 +213,7 @@ class StateAPI:
         tid = ThreadId(thread_id)
         if as_node is not None and as_node not in self.nodes:
             raise InvalidArgumentError(f"as_node {as_node!r} is not a node of this graph")
-        self.schema.check_keys(values, as_node or "update_state")
+        values = self.schema.checked_update(values, as_node or "update_state")
         owner = new_owner()
         try:
             th = await store.acquire_lease(tid, owner, self.lease_ttl, graph_name=self.name)

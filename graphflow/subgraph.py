@@ -95,28 +95,32 @@ def child_namespace(parent_ns: str, node: str, task_id: str) -> str:
 
 
 def can_pause(graph: CompiledGraph) -> bool:
-    """Whether a graph's nodes may pause: static gates, ``interrupt`` calls, confirmations.
+    """Whether a graph's nodes may pause: static gates, ``interrupt`` calls, confirmations."""
+    return bool(pausing_nodes(graph))
 
-    A node may pause when its code refers to ``interrupt`` (the function or
-    ``ctx.interrupt``), when it is an agent node whose tools need confirmation, or when it is
-    a subgraph that may pause.
+
+def pausing_nodes(graph: CompiledGraph) -> list[str]:
+    """The nodes of a graph that may pause, sorted.
+
+    A node may pause when it is named in ``interrupt_before``/``interrupt_after``, when its
+    code refers to ``interrupt`` (the function or ``ctx.interrupt``), when it is an agent
+    node whose tools need confirmation, or when it is a subgraph that may pause.
     """
-    if graph.interrupt_before or graph.interrupt_after:
+    gates = graph.interrupt_before | graph.interrupt_after
+    return sorted(
+        name for name, spec in graph.nodes.items() if name in gates or _may_pause(spec.fn)
+    )
+
+
+def _may_pause(fn: Any) -> bool:
+    if isinstance(fn, SubgraphNode):
+        return can_pause(fn.graph)
+    agent = getattr(fn, "agent", None)
+    if agent is not None and getattr(agent, "may_need_confirmation", False):
         return True
-    for spec in graph.nodes.values():
-        fn = spec.fn
-        if isinstance(fn, SubgraphNode):
-            if can_pause(fn.graph):
-                return True
-            continue
-        agent = getattr(fn, "agent", None)
-        if agent is not None and getattr(agent, "may_need_confirmation", False):
-            return True
-        target = getattr(fn, "__call__", fn) if not hasattr(fn, "__code__") else fn  # noqa: B004
-        code = getattr(getattr(target, "__func__", target), "__code__", None)
-        if code is not None and _mentions(code, "interrupt"):
-            return True
-    return False
+    target = getattr(fn, "__call__", fn) if not hasattr(fn, "__code__") else fn  # noqa: B004
+    code = getattr(getattr(target, "__func__", target), "__code__", None)
+    return code is not None and _mentions(code, "interrupt")
 
 
 def _mentions(code: Any, name: str) -> bool:

@@ -15,12 +15,19 @@ from graphflow.types import END, START
 
 if TYPE_CHECKING:
     from graphflow.builder import StateGraph
+    from graphflow.compiled import CompiledGraph
 
 
-def edges_of(builder: StateGraph) -> list[tuple[str, str, str]]:
+ANY_TARGET = ""
+"""The target of a conditional edge without a path map in ``edges_of(expand=False)`` (the
+empty name is not a node's)."""
+
+
+def edges_of(builder: StateGraph, *, expand: bool = True) -> list[tuple[str, str, str]]:
     """Every edge as (source, target, kind) over node names plus START and END.
 
-    A conditional edge without a known set of targets leads to every node and END.
+    A conditional edge without a known set of targets leads to every node and END; with
+    ``expand=False`` it is one edge of kind ``"any"`` to ``ANY_TARGET`` instead (drawing).
     """
     out: list[tuple[str, str, str]] = []
     for src, targets in builder.edges.static.items():
@@ -29,6 +36,9 @@ def edges_of(builder: StateGraph) -> list[tuple[str, str, str]]:
         out += [(s, t, "join") for s in sources]
     for src, branches in builder.edges.branches.items():
         for br in branches:
+            if br.targets is None and not expand:
+                out.append((src, ANY_TARGET, "any"))
+                continue
             possible = br.targets if br.targets is not None else (*builder.nodes, END)
             out += [(src, t, "conditional") for t in possible]
     for name, spec in builder.nodes.items():
@@ -72,36 +82,49 @@ def validate(
     """Raise ``GraphValidationError`` naming the offending nodes, or return."""
     problems: list[tuple[str, tuple[str, ...]]] = list(builder._errors)
     known = set(builder.nodes)
+    # A name add_node refused is reported once, by add_node; edges naming it are not errors.
+    rejected = builder._rejected
 
     def check_ref(name: str, what: str, *, allow_start: bool, allow_end: bool) -> None:
-        ok = name in known or (allow_start and name == START) or (allow_end and name == END)
-        if not ok:
+        if name in known or name in rejected:
+            return
+        if name == START and not allow_start:
+            problems.append((f"{what}: START cannot be the target of an edge", (name,)))
+        elif name == END and not allow_end:
+            problems.append(
+                (f"{what}: END cannot be the source of an edge (a run stops at END)", (name,))
+            )
+        elif name not in (START, END):
             problems.append((f"{what} refers to unknown node {name!r}", (name,)))
 
     for src, targets in builder.edges.static.items():
-        check_ref(src, f"edge {src!r} -> {targets}", allow_start=True, allow_end=False)
         for t in targets:
-            check_ref(t, f"edge {src!r} -> {t!r}", allow_start=False, allow_end=True)
+            what = f"edge {_show(src)} -> {_show(t)}"
+            check_ref(src, what, allow_start=True, allow_end=False)
+            check_ref(t, what, allow_start=False, allow_end=True)
     for sources, t in builder.edges.joins:
+        what = f"join [{', '.join(map(_show, sources))}] -> {_show(t)}"
         for s in sources:
-            check_ref(s, f"join {list(sources)} -> {t!r}", allow_start=True, allow_end=False)
-        check_ref(t, f"join {list(sources)} -> {t!r}", allow_start=False, allow_end=True)
+            check_ref(s, what, allow_start=True, allow_end=False)
+        check_ref(t, what, allow_start=False, allow_end=True)
     for src, branches in builder.edges.branches.items():
-        check_ref(src, f"conditional edge from {src!r}", allow_start=True, allow_end=False)
+        what = f"conditional edge from {_show(src)}"
+        check_ref(src, what, allow_start=True, allow_end=False)
         for br in branches:
             for t in br.targets or ():
-                if t not in known and t != END:
+                if t in known or t in rejected or t == END:
+                    continue
+                if t == START:
                     problems.append(
-                        (
-                            f"path map of conditional edge from {src!r} names unknown node {t!r}",
-                            (src, t),
-                        )
+                        (f"path map of {what} names START, which cannot be a target", (src, t))
                     )
+                else:
+                    problems.append((f"path map of {what} names unknown node {t!r}", (src, t)))
     for name, spec in builder.nodes.items():
         for t in spec.destinations or ():
             check_ref(t, f"destinations of node {name!r}", allow_start=False, allow_end=True)
     for name in (*interrupt_before, *interrupt_after):
-        if name not in known:
+        if name not in known and name not in rejected:
             problems.append((f"interrupt_before/after names unknown node {name!r}", (name,)))
     if problems:
         _raise(problems)
@@ -136,26 +159,29 @@ def validate(
         _raise(problems)
 
 
-def check_resumable(builder: StateGraph) -> None:
-    """Raise ``GraphValidationError`` when a graph run without a checkpointer nests subgraphs
-    whose nodes can pause (nothing could resume them).
+def check_resumable(graph: CompiledGraph) -> None:
+    """Raise ``GraphValidationError`` when a graph run without a checkpointer has nodes that
+    can pause (``interrupt()``, ``interrupt_before``/``interrupt_after``, tool
+    confirmations, subgraphs whose nodes can pause): nothing could resume them.
 
     Checked when such a graph is run as the root: at ``compile`` a graph without a
     checkpointer may still become a subgraph of one that has it.
     """
-    from graphflow.subgraph import SubgraphNode, can_pause
+    from graphflow.subgraph import pausing_nodes
 
-    pausing = sorted(
-        name
-        for name, spec in builder.nodes.items()
-        if isinstance(spec.fn, SubgraphNode) and can_pause(spec.fn.graph)
-    )
+    pausing = pausing_nodes(graph)
     if pausing:
         raise GraphValidationError(
-            f"subgraph nodes {pausing} can pause, so the graph that runs them needs a "
+            f"nodes {pausing} can pause (interrupt(), interrupt_before/interrupt_after, a "
+            "tool confirmation or a pausing subgraph), so the graph that runs them needs a "
             "checkpointer (compile(checkpointer=...)) to resume them",
             pausing,
         )
+
+
+def _show(name: str) -> str:
+    """A node name as users wrote it: START and END by their constant names."""
+    return "START" if name == START else "END" if name == END else repr(name)
 
 
 def _raise(problems: list[tuple[str, tuple[str, ...]]]) -> None:

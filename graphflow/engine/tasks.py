@@ -344,21 +344,20 @@ class TaskRunner:
             result = result.update
         if result is None:
             return [], routes
+        schema = self.graph.schema
         if type(result) is dict:  # the usual result: skip the checks below
-            self.graph.schema.check_keys(result, node)
-            return list(result.items()), routes
+            return list(schema.checked_update(result, node).items()), routes
         if isinstance(result, Writes):
-            return list(result), routes
-        if isinstance(result, BaseModel) and self.graph.schema.is_model:
-            result = {k: getattr(result, k) for k in result.model_fields_set}
+            return schema.checked_writes(result, node), routes
+        if isinstance(result, BaseModel) and schema.is_model:
+            result = schema.model_update(result)
         if not isinstance(result, Mapping):
             raise InvalidUpdateError(
                 f"node {node!r} returned {type(result).__name__}; return a dict of state keys, "
                 "a Command or None",
                 node=node,
             )
-        self.graph.schema.check_keys(result, node)
-        return list(result.items()), routes
+        return list(schema.checked_update(result, node).items()), routes
 
     # -- ending a step ------------------------------------------------------------------------
 

@@ -400,3 +400,76 @@ def test_reading_a_functions_code_agrees_with_its_signature() -> None:
     ]  # fmt: skip
     for fn in cases:
         assert _takes_ctx(fn) == by_signature(fn), inspect.signature(fn)
+
+
+# -- schema problems found when the builder is made -----------------------------------------
+def test_a_reducer_with_the_wrong_arity_is_refused_naming_the_key() -> None:
+    from graphflow import GraphValidationError
+
+    class Bad(BaseModel):
+        items: Annotated[list[str], lambda x: x] = []
+
+    with pytest.raises(GraphValidationError) as info:
+        StateGraph(Bad)
+    msg = str(info.value)
+    assert "state key 'items'" in msg and "reducer(current, update)" in msg, msg
+
+    class BadTD(TypedDict):
+        n: Annotated[int, lambda a, b, c: a]
+
+    with pytest.raises(GraphValidationError, match="state key 'n'"):
+        StateGraph(BadTD)
+
+    def with_default(current: int, update: int, extra: int = 0) -> int:
+        return current + update
+
+    class Fine(BaseModel):
+        n: Annotated[int, with_default] = 0
+        m: Annotated[int, operator.add] = 0
+
+    StateGraph(Fine)  # two arguments bind: accepted
+
+
+def test_a_state_key_in_the_engines_namespace_is_refused() -> None:
+    from graphflow import GraphValidationError
+
+    reserved = TypedDict("reserved", {"__gf:x": int, "ok": int})  # type: ignore[misc]
+    with pytest.raises(GraphValidationError) as info:
+        StateGraph(reserved)
+    assert "'__gf:x'" in str(info.value) and "reserved" in str(info.value)
+
+
+# -- node signatures --------------------------------------------------------------------------
+def test_a_node_that_cannot_be_called_with_the_state_is_refused_by_add_node() -> None:
+    from graphflow import GraphValidationError
+
+    def three(state: State, ctx: NodeContext, extra: int) -> None:
+        return None
+
+    class Callable3:
+        def __call__(self, a: Any, b: Any, c: Any) -> None:
+            return None
+
+    def nothing() -> None:
+        return None
+
+    def kw_required(state: State, *, flag: bool) -> None:
+        return None
+
+    for fn in (three, Callable3(), nothing, kw_required, lambda s, *, ctx: None):
+        with pytest.raises(GraphValidationError) as info:
+            StateGraph(State).add_node("n", fn)
+        msg = str(info.value)
+        assert "node 'n'" in msg and "def node(state) or def node(state, ctx)" in msg, msg
+        assert info.value.nodes == ("n",)
+    assert "takes (state: " in str(_refusal(three)) and "extra: int)" in str(_refusal(three))
+    # What can be called as fn(state) or fn(state, ctx) is accepted.
+    for ok in (lambda s: None, lambda s, c: None, lambda s, c=None, d=1: None, lambda *a: None,
+               lambda s, *, flag=True: None, print):  # fmt: skip
+        StateGraph(State).add_node("n", ok)
+
+
+def _refusal(fn: Any) -> Exception:
+    with pytest.raises(Exception) as info:
+        StateGraph(State).add_node("n", fn)
+    return info.value

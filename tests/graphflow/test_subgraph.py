@@ -541,7 +541,8 @@ def test_a_pausing_subgraph_without_checkpointer_is_refused_by_invoke_not_compil
     for graph, name in ((root, "mid"), (mid, "leaf")):
         with pytest.raises(GraphValidationError) as info:
             graph.invoke(START_STATE)
-        assert list(info.value.nodes) == [name]
+        # (the graph's own nodes are named too: step()'s code refers to interrupt())
+        assert name in info.value.nodes
         assert repr(name) in str(info.value) and "checkpointer" in str(info.value)
         with pytest.raises(GraphValidationError):
             list(graph.stream(START_STATE, mode="debug"))

@@ -10,7 +10,7 @@ from typing import Annotated, Any
 import pytest
 from pydantic import BaseModel
 
-from graphflow import END, START, GraphflowError, GraphValidationError, StateGraph
+from graphflow import END, START, GraphflowError, GraphValidationError, StateGraph, interrupt
 from graphflow.reducers import append
 
 
@@ -326,3 +326,126 @@ def test_draw_mermaid_shows_declared_destinations() -> None:
     edges = _mermaid_edges(b.compile().draw_mermaid())
     assert ("router", "x") in edges
     assert ("router", "y") in edges
+
+
+# -- messages ------------------------------------------------------------------------------------
+def test_an_edge_from_end_says_end() -> None:
+    b = builder("a").add_edge(START, "a").add_edge("a", END).add_edge(END, "a")
+    msg = str(compile_error(b))
+    assert msg == "edge END -> 'a': END cannot be the source of an edge (a run stops at END)"
+    assert "__end__" not in msg
+
+
+def test_an_edge_to_start_says_start() -> None:
+    b = builder("a").add_edge(START, "a").add_edge("a", END).add_edge("a", START)
+    msg = str(compile_error(b))
+    assert msg == "edge 'a' -> START: START cannot be the target of an edge", msg
+    b = builder("a").add_edge(START, "a").add_edge("a", END)
+    b.add_conditional_edges("a", lambda s: END, {"x": START, "y": END})
+    msg = str(compile_error(b))
+    assert "path map of conditional edge from 'a' names START" in msg and "__start__" not in msg
+
+
+def test_a_reserved_node_name_is_the_only_problem_reported() -> None:
+    b = builder("ok").add_node("x.y", node("x")).add_edge(START, "ok").add_edge("ok", "x.y")
+    b.add_edge("x.y", END)
+    err = compile_error(b)
+    assert "unknown" not in str(err), str(err)
+    assert str(err) == (
+        "reserved node name 'x.y': START, END, the empty name and names containing '.' or "
+        "':' are reserved"
+    )
+    assert err.nodes == ("x.y",)
+
+
+# -- pauses that nothing could answer ----------------------------------------------------------
+def _asking() -> StateGraph:
+    def ask(state: State) -> dict[str, Any]:
+        return {"log": [str(interrupt("ok?"))]}
+
+    return StateGraph(State).add_node(ask).add_edge(START, "ask").add_edge("ask", END)
+
+
+@pytest.mark.parametrize("how", ["interrupt", "interrupt_before", "interrupt_after"])
+def test_a_graph_whose_nodes_can_pause_needs_a_checkpointer_to_run(how: str) -> None:
+    from checkpoints import MemoryCheckpointer
+
+    if how == "interrupt":
+        b, opts = _asking(), {}
+    else:
+        b = builder("a").add_edge(START, "a").add_edge("a", END)
+        opts = {how: ["a"]}
+    graph = b.compile(**opts)  # compiles: it may become a subgraph of a graph that has one
+    for run in (lambda: graph.invoke({}), lambda: list(graph.stream({}))):
+        with pytest.raises(GraphValidationError) as info:
+            run()
+        assert info.value.nodes == (("ask",) if how == "interrupt" else ("a",))
+        assert "can pause" in str(info.value) and "compile(checkpointer=...)" in str(info.value)
+    # The same graph nested in a graph with a checkpointer pauses and resumes.
+    parent = (
+        StateGraph(State)
+        .add_node("child", graph)
+        .add_edge(START, "child")
+        .add_edge("child", END)
+        .compile(checkpointer=MemoryCheckpointer())
+    )
+    assert parent.invoke({}, thread_id="t").status == "paused"
+    assert parent.invoke(None, thread_id="t", resume="yes").status == "done"
+    # and with its own checkpointer it runs as the root.
+    own = b.compile(checkpointer=MemoryCheckpointer(), **opts)
+    assert own.invoke({}, thread_id="t").status == "paused"
+
+
+def test_a_graph_that_cannot_pause_runs_without_a_checkpointer() -> None:
+    b = builder("a").add_edge(START, "a").add_edge("a", END)
+    assert b.compile().invoke({}).state.log == ["a"]
+
+
+def test_a_router_that_cannot_be_called_with_the_state_is_refused() -> None:
+    b = builder("a")
+    with pytest.raises(GraphValidationError) as info:
+        b.add_conditional_edges("a", lambda state, other: END)
+    assert "conditional edge from 'a'" in str(info.value) and "router(state)" in str(info.value)
+    assert info.value.nodes == ("a",)
+    b.add_conditional_edges("a", lambda state: END)  # accepted
+
+
+def test_draw_mermaid_marks_an_open_conditional_edge_and_draws_subgraph_blocks() -> None:
+    child = builder("c").add_edge(START, "c").add_edge("c", END).compile()
+    b = builder("a", "b").add_node("sub", child).add_edge(START, "a")
+    b.add_conditional_edges("a", lambda s: "b")  # no path map: it may lead anywhere
+    b.add_edge("b", END).add_edge("sub", END)
+    expected = """\
+flowchart TD
+    __start__([START])
+    a["a"]
+    b["b"]
+    subgraph sub["sub"]
+        sub___start__([START])
+        sub_c["c"]
+        sub___end__([END])
+        sub___start__ --> sub_c
+        sub_c --> sub___end__
+    end
+    __end__([END])
+    a_any(("?"))
+    __start__ --> a
+    a -.-> a_any
+    b --> __end__
+    sub --> __end__
+"""
+    graph = b.compile()
+    assert graph.draw_mermaid() == expected
+    assert graph.draw_mermaid() == expected  # deterministic
+
+
+def test_draw_mermaid_ids_stay_unique() -> None:
+    child = builder("x").add_edge(START, "x").add_edge("x", END).compile()
+    b = builder("sub_x", "a-b", "a_b").add_node("sub", child)
+    b.add_edge(START, "sub_x").add_edge("sub_x", "a-b").add_edge("a-b", "a_b")
+    b.add_edge("a_b", "sub").add_edge("sub", END)
+    text = b.compile().draw_mermaid()
+    declared = re.findall(r"^\s*(?:subgraph )?(\w+)[\[(]", text, re.M)
+    # START, 3 nodes, END, and the block with its START, x and END
+    assert len(declared) == len(set(declared)) == 9, text
+    assert "sub_x_2" in text and "a_b_2" in text
