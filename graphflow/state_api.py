@@ -67,6 +67,7 @@ class StateAPI:
     ) -> StateSnapshot:
         vals = await store.load_channels(thread_id, ck.ns, ck.channel_versions, ck.channel_bases)
         vals = {k: v for k, v in vals.items() if not plan.is_hidden(k)}
+        self.schema.check_loaded(vals, thread_id, ck.id)
         records = await store.load_tasks(thread_id, ck.ns, ck.id)
         found = await store.get_pauses(thread_id, [PauseId(i) for i in pending_ids])
         missing = sorted(set(pending_ids) - {p.id for p in found})

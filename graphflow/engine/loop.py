@@ -273,6 +273,8 @@ class Run(RunStart, TaskRunner):
                 self.values, self.hidden = {}, {}
                 self.thread = await store.get_thread(self.thread_id)
                 return await self._execute(input, resume, checkpoint_id)
+        except CorruptCheckpointError:
+            raise  # damage: write nothing more to the file
         except Exception:
             await self._mark_failed()
             raise
@@ -322,6 +324,7 @@ class Run(RunStart, TaskRunner):
             ck_id = checkpoint_id or thread.head
             if self._pre_head is not None:
                 head, self._pre_head = self._pre_head, None
+                self.graph.schema.check_loaded(self.values, self.thread_id, head.id)
             elif ck_id is not None:
                 head = await store.get_checkpoint(self.thread_id, self.ns, CheckpointId(ck_id))
                 if head is None and checkpoint_id is None:
@@ -369,6 +372,7 @@ class Run(RunStart, TaskRunner):
         vals = await self.store.load_channels(
             self.thread_id, self.ns, ck.channel_versions, ck.channel_bases
         )
+        self.graph.schema.check_loaded(vals, self.thread_id, ck.id)
         self._set_values(vals)
 
     def _set_values(self, vals: dict[str, Any]) -> None:

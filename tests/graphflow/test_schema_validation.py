@@ -236,14 +236,6 @@ class NamedStr(BaseModel):
     a: str = ""
 
 
-LOADED_CHECK = pytest.mark.xfail(
-    strict=True,
-    reason="StateSchema.check_loaded is not yet called by the engine on loaded values "
-    "(engine/loop.py: _load_values and the resumed head in _execute)",
-)
-
-
-@LOADED_CHECK
 def test_a_stored_value_that_does_not_fit_the_schema_is_a_corrupt_checkpoint() -> None:
     cp = MemoryCheckpointer()
     g = paused_graph(Named, cp)
@@ -264,7 +256,6 @@ def test_a_stored_value_that_does_not_fit_the_schema_is_a_corrupt_checkpoint() -
         assert "thread 't'" in str(e) and "state key 'a'" in str(e) and "takes int" in str(e)
 
 
-@LOADED_CHECK
 def test_a_state_written_under_another_schema_is_refused_on_resume() -> None:
     cp = MemoryCheckpointer()
     writer = paused_graph(NamedStr, cp)
