@@ -101,3 +101,32 @@ def test_a_fork_from_every_checkpoint_runs_to_the_end_and_keeps_the_thread_reada
     assert last.status == "done"
     assert last.state.log[-6:] == ["more", "a", "b", "a2", "j", "z"]
     _readable(graph, "t")
+
+
+def test_an_update_fork_from_every_checkpoint_keeps_the_thread_readable(
+    graph: CompiledGraph,
+) -> None:
+    """``update_state(..., checkpoint_id=...)`` forks with modified state; the step of
+    (a, b) had two writers, so that checkpoint needs ``as_node``."""
+    graph.invoke({"log": ["in"], "count": 1}, thread_id="t")
+    original = graph.get_state_history("t")
+    before = {h.checkpoint_id: h.values for h in original}
+    for snap in reversed(original):
+        as_node = "b" if snap.next == ("a2",) else None  # b's edge: only the join, half full
+        new_id = graph.update_state(
+            "t", {"count": 100}, as_node=as_node, checkpoint_id=snap.checkpoint_id
+        )
+        head = graph.get_state("t")
+        assert (head.checkpoint_id, head.parent_checkpoint_id) == (new_id, snap.checkpoint_id)
+        assert head.values == snap.values.model_copy(update={"count": 100})
+        assert head.next == (() if as_node else snap.next)
+        values = _readable(graph, "t")
+        if as_node:
+            continue
+        done = graph.invoke(None, thread_id="t")
+        count = 100 + ("a" not in snap.values.log)
+        count *= 10 if "z" not in snap.values.log else 1
+        assert done.state == FINAL.model_copy(update={"count": count})
+        values = _readable(graph, "t")
+        for ck, v in before.items():
+            assert values[ck] == v
