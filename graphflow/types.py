@@ -50,6 +50,12 @@ class Pause:
     """A point where a run waits for a human.
 
     ``id`` is stable and unique in the thread; answer it with ``resume={id: value}``.
+    ``checkpoint_id`` is the thread's checkpoint the pause was raised at (for a pause inside
+    a subgraph, the root's). Snapshots (``get_state``, ``get_state_history``) also tell how
+    it was answered: ``answered``, and then ``answer`` (the value given: a ``resume`` value,
+    a tool decision as stored, ``None`` for a released gate), ``answered_by`` (the principal
+    or ``submit(by=)``), ``answered_at`` and ``answer_reason`` (``"continued"`` for a gate
+    that ``invoke(None)`` released). A pause a run returns is not answered yet.
     """
 
     id: str
@@ -59,6 +65,11 @@ class Pause:
     thread_id: str
     checkpoint_id: str
     created_at: datetime
+    answered: bool = field(default=False, kw_only=True)
+    answer: Any = field(default=None, kw_only=True)
+    answered_by: str | None = field(default=None, kw_only=True)
+    answered_at: datetime | None = field(default=None, kw_only=True)
+    answer_reason: str | None = field(default=None, kw_only=True)
 
 
 @dataclass(frozen=True, slots=True)
@@ -115,7 +126,16 @@ class RunResult:
 
 @dataclass(frozen=True, slots=True)
 class TaskInfo:
-    """A task of a checkpoint's frontier and where it is in its lifecycle."""
+    """A task of a checkpoint's frontier and where it is in its lifecycle.
+
+    ``pauses`` are the pauses the task raised (those of its subgraph's tasks included), with
+    their answers. ``result`` is the task's update as ``{key: value}`` once it completed: as
+    the node returned it while its step is pending; for a step a later checkpoint applied
+    (whose writes are stored once, in that checkpoint's values) it is derived from them when
+    the step had one task: a last-write-wins key's new value, the items a list key gained.
+    It is ``None`` when the update cannot be known that way (a step of several tasks, or a
+    reducer other than one that appends) and for tasks that did not complete.
+    """
 
     id: str
     name: str
@@ -124,11 +144,17 @@ class TaskInfo:
     error: str | None = None
     pauses: tuple[Pause, ...] = ()
     state: StateSnapshot | None = None
+    result: dict[str, Any] | None = None
 
 
 @dataclass(frozen=True, slots=True)
 class StateSnapshot:
-    """A thread's state at one checkpoint."""
+    """A thread's state at one checkpoint.
+
+    ``pauses`` holds every pause raised at this checkpoint or by its tasks, with answers
+    (see ``Pause``); ``metadata["source"]`` says what made the checkpoint: ``input``,
+    ``loop`` (a step), ``update`` (``update_state``, ``cancel``) or ``fork``.
+    """
 
     values: Any
     next: tuple[str, ...]

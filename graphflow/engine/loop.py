@@ -342,7 +342,12 @@ class Run(RunStart, TaskRunner):
             raise ThreadNotFoundError(self.thread_id)
         forking = checkpoint_id is not None and thread is not None and checkpoint_id != thread.head
         if input is not None:
-            if thread is not None and thread.status == "paused" and not forking:
+            if (
+                thread is not None
+                and thread.status == "paused"
+                and thread.pending_pause_ids
+                and not forking
+            ):
                 raise ThreadPausedError(self.thread_id, thread.pending_pause_ids)
             await self._start_input(input, head, forking)
         else:
@@ -387,8 +392,11 @@ class Run(RunStart, TaskRunner):
         tasks: list[TaskRecord] | None = None,
         *,
         durable: bool = True,
+        pauses: Sequence[PauseRecord] = (),
     ) -> None:
-        status: ThreadStatus = "running" if frontier else "done"
+        """Commit ``ck`` as the new head; with ``pauses`` the run stops at it (paused)."""
+        status: ThreadStatus = "paused" if pauses else "running" if frontier else "done"
+        pending = tuple(p.id for p in pauses)
         th = self.thread
         expected = th.head if th is not None else None
         # The thread row changes only when its status or pending pauses do (a backend may then
@@ -397,6 +405,7 @@ class Run(RunStart, TaskRunner):
             th is not None
             and th.status == status
             and not th.pending_pause_ids
+            and not pending
             and (self.graph.name is None or th.graph_name == self.graph.name)
         )
         await self._commit(
@@ -405,12 +414,13 @@ class Run(RunStart, TaskRunner):
                 tasks=tasks or [],
                 checkpoint=ck,
                 channels=writes,
-                thread=None if unchanged else ThreadUpdate(status, (), self.graph.name),
+                pauses=list(pauses),
+                thread=None if unchanged else ThreadUpdate(status, pending, self.graph.name),
                 expected_head=expected,
                 check_head=self.parent is None,
                 durable=durable,
             ),
-            last=not frontier,
+            last=not frontier or bool(pauses),
         )
         if self.thread is None and self.parent is None and self.store is not None:
             # The commit created the thread (a new input takes the lease as it commits).
@@ -418,7 +428,7 @@ class Run(RunStart, TaskRunner):
         if self.thread is not None:
             self.thread.head = ck.id
             self.thread.status = status
-            self.thread.pending_pause_ids = ()
+            self.thread.pending_pause_ids = pending
         self.checkpoint = ck
         self.known_pauses = {}
         if self.sink is not None and self.mode == "debug":
@@ -442,6 +452,12 @@ class Run(RunStart, TaskRunner):
             ck = self.checkpoint
             assert ck is not None
             if not ck.frontier:
+                th = self.thread
+                if self.parent is None and th is not None and th.status == "paused":
+                    # Continued past a gate after the run's last step: the answers and the
+                    # end of the run are committed together.
+                    await self._commit(CommitBatch(thread=ThreadUpdate("done", ())), last=True)
+                    th.status, th.pending_pause_ids = "done", ()
                 if self.parent is None:
                     self._emit("done", None, ck.step, self.graph.schema.view(self.values))
                 return RunResult(
@@ -467,6 +483,7 @@ class Run(RunStart, TaskRunner):
         step = ck.step + 1
         records: Mapping[TaskId, TaskRecord] = {}
         memos: Mapping[TaskId, dict[str, Any]] = {}
+        gates: list[PauseRecord] = []
         if resumed and self.store is not None:
             pre, self._pre_step = self._pre_step, None
             if pre is not None and pre[0] == ck.id:
@@ -474,8 +491,16 @@ class Run(RunStart, TaskRunner):
             else:
                 records = await self.store.load_tasks(self.thread_id, self.ns, ck.id)
                 memos = await self.store.load_memos(self.thread_id, self.ns, ck.id)
-            if not self.answers:
-                await self._load_answers()
+            # Gates after a committed step hold the next one until they are answered, also
+            # when another pause of the thread was: this namespace's, and those of subgraph
+            # tasks (a child whose run ended at its gate never reaches its own check).
+            gates = [p for p in self.known_pauses.values() if p.kind == "after"]
+            if not self.answers or gates:
+                answered = await self._load_answers()
+                gates = [p for p in gates if p.id not in answered]
+                held = [p for p in gates if p.ns == self.ns]
+                if held:
+                    return await self._stop(ck, step, [], [], held)
         outcomes: dict[TaskId, Outcome] = {}
         to_run: list[TaskSpec] = []
         pauses: list[tuple[TaskSpec, PauseRequest]] = []
@@ -486,30 +511,45 @@ class Run(RunStart, TaskRunner):
                 outcomes[spec.id] = Outcome(
                     spec, "completed", list(rec.writes), rec.routes, attempts=rec.attempts
                 )
-            elif spec.node in before and self.pause_id(spec.id, "before") not in self.answers:
+                continue
+            if gates:  # (subgraph.child_namespace, which imports this module)
+                inner = f"{self.ns}|{spec.node}:{spec.id}" if self.ns else f"{spec.node}:{spec.id}"
+                mine = [p for p in gates if p.ns == inner or p.ns.startswith(inner + "|")]
+                if mine:  # the task stays paused at its child's gate
+                    outcomes[spec.id] = Outcome(spec, "paused", nested=mine)
+                    continue
+            if spec.node in before and self.pause_id(spec.id, "before") not in self.answers:
                 pauses.append((spec, PauseRequest("before", "before", {"node": spec.node})))
-            else:
-                to_run.append(spec)
+            to_run.append(spec)
+        if pauses:
+            # A gate on any task holds the whole step (as LangGraph's breakpoints do): its
+            # siblings wait with it, and continuing releases the step at once.
+            return await self._stop(ck, step, [], pauses, [])
         if to_run:
             await self._run_tasks(to_run, step, ck, memos, records, outcomes)
         ordered = [outcomes[s.id] for s in ck.frontier if s.id in outcomes]
         failed = [o for o in ordered if o.status == "failed"]
-        after = self.graph.interrupt_after
         nested: list[PauseRecord] = []
         for o in ordered:
             if o.status == "paused":
                 pauses += [(o.spec, p) for p in o.pauses]
                 nested += o.nested
-            elif (
-                o.status == "completed"
-                and o.spec.node in after
-                and self.pause_id(o.spec.id, "after") not in self.answers
-            ):
-                pauses.append((o.spec, PauseRequest("after", "after", {"node": o.spec.node})))
         if failed or pauses or nested:
             return await self._stop(ck, step, failed, pauses, nested)
-        await self._advance(ck, step, ordered)
-        return None
+        after = self.graph.interrupt_after
+        gated = (
+            [
+                o.spec
+                for o in ordered
+                if o.spec.node in after
+                # (a gate answered at this checkpoint: one a thread stored before gates
+                # committed their step)
+                and self.pause_id(o.spec.id, "after") not in self.answers
+            ]
+            if after
+            else []
+        )
+        return await self._advance(ck, step, ordered, gated)
 
     def _node_path(self, node: str) -> str:
         return f"{self.path_prefix}{node}"
@@ -578,7 +618,11 @@ class Run(RunStart, TaskRunner):
             raise PauseSignal([], records=all_pauses)  # pauses the parent's task
         return self._paused_result(all_pauses)
 
-    async def _advance(self, ck: CheckpointRecord, step: int, ordered: list[Outcome]) -> None:
+    async def _advance(
+        self, ck: CheckpointRecord, step: int, ordered: list[Outcome], gated: list[TaskSpec]
+    ) -> RunResult | None:
+        """Apply a finished step and commit the next checkpoint; with ``gated`` tasks (of
+        ``interrupt_after`` nodes), pause at that checkpoint in the same transaction."""
         schema = self.graph.schema
         by_name = sorted(ordered, key=lambda o: o.spec.node) if len(ordered) > 1 else ordered
         version = next_version()
@@ -648,8 +692,34 @@ class Run(RunStart, TaskRunner):
         self._unflushed, self._unrecorded = [], []
         for r in records:
             r.writes = None
-        await self._commit_checkpoint(new, writes, frontier, records)
+        gates = self._after_gates(new, gated) if gated else []
+        await self._commit_checkpoint(new, writes, frontier, records, pauses=gates)
         self.answers = {}
+        if not gates:
+            return None
+        if self.parent is not None:
+            raise PauseSignal([], records=gates)  # pauses the parent's task
+        return self._paused_result(gates)
+
+    def _after_gates(self, new: CheckpointRecord, gated: list[TaskSpec]) -> list[PauseRecord]:
+        """The ``after`` pauses of a committed step's gated tasks, raised at ``new``."""
+        root = self._root().checkpoint if self.parent is not None else None
+        created = now()
+        return [
+            PauseRecord(
+                PauseId(self.pause_id(spec.id, "after")),
+                self.thread_id,
+                self.ns,
+                # The thread's checkpoint: the new one, or the root's for a subgraph's pause.
+                (root or new).id,
+                spec.id,
+                self._node_path(spec.node),
+                "after",
+                {"node": spec.node},
+                created,
+            )
+            for spec in gated
+        ]
 
     def _step_updates(self, ordered: list[Outcome]) -> list[dict[str, Any]]:
         """A step's ``updates`` events: ``{node: update}`` for every node that ran; a node

@@ -6,7 +6,7 @@ takes the answers a resume brings; the run then executes supersteps from there.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from checkpoints.errors import CorruptCheckpointError
@@ -108,9 +108,8 @@ class RunStart:
             )
             writes = applied.writes
             if forking:
-                writes += self._materialize(
-                    applied.bases, applied.values, version, applied.versions
-                )
+                written = {w.channel for w in writes}
+                writes += self._materialize(applied.values, version, applied.versions, written)
                 applied.bases = {}
             # A new run starts clean: join barriers of an earlier run are reset.
             for k in self.hidden:
@@ -139,16 +138,24 @@ class RunStart:
 
     def _materialize(
         self,
-        bases: Mapping[str, tuple[int, int]],
         values: Mapping[str, Any],
         version: int,
         versions: dict[str, int],
+        written: Collection[str] = (),
     ) -> list[Any]:
-        """Rewrite chained list channels as whole values (a fork starts its own chains)."""
+        """Rewrite the list channels of a fork as whole values: the fork starts its own chains.
+
+        A list channel is stored as a ``set`` row followed by a chain of ``append`` rows; a
+        branch that extended the chain of a row the fork shares (a list stored whole counts
+        too: the older branch may have appended to it) would interleave its appends with the
+        fork's, and neither branch could be read again. ``written`` are channels this commit
+        already stores whole.
+        """
         out = []
-        for k in sorted(bases):
-            out.append(set_write(k, version, values[k]))
-            versions[k] = version
+        for k in sorted(values):
+            if k in versions and k not in written and isinstance(values[k], list):
+                out.append(set_write(k, version, values[k]))
+                versions[k] = version
         return out
 
     async def _fork(self, src: CheckpointRecord) -> None:
@@ -156,7 +163,7 @@ class RunStart:
         version = next_version()
         versions = dict(src.channel_versions)
         merged = {**self.values, **self.hidden}
-        writes = self._materialize(src.channel_bases, merged, version, versions)
+        writes = self._materialize(merged, version, versions)
         ck_id = new_checkpoint_id()
         frontier = tuple(
             TaskSpec(plan.task_id(ck_id, self.ns, t.node, i), t.node, t.has_arg, t.arg)

@@ -403,23 +403,25 @@ def test_interrupt_after(backend: Backend) -> None:
     [pause] = result.pauses
     assert (pause.kind, pause.node) == ("after", "b")
     assert calls == {"a": 1, "b": 1}
-    assert result.state.log == ["a"]  # b's writes are applied on continue
+    assert result.state.log == ["a", "b"]  # b's step is committed before the pause
+    snap = backend.graph(make, interrupt_after=["b"]).get_state("t")
+    assert (snap.next, snap.checkpoint_id) == (("c",), pause.checkpoint_id)
 
     done = backend.graph(make, interrupt_after=["b"]).invoke(None, thread_id="t")
     assert done.status == "done"
-    assert done.state.log == ["a", "b", "c"]  # b's writes applied once, on continue
+    assert done.state.log == ["a", "b", "c"]  # b's writes applied once
     assert calls == {"a": 1, "b": 1, "c": 1}  # b not rerun
 
 
 def test_interrupt_before_and_after_each_pause_once_per_run(memory: Backend) -> None:
     calls: Counter[str] = Counter()
-    graph = memory.graph(_abc(calls), interrupt_before=["a"], interrupt_after=["c"])
+    graph = memory.graph(_abc(calls), interrupt_before=["a", "c"], interrupt_after=["a", "b"])
     kinds = []
     result = graph.invoke({}, thread_id="t")
     while result.status == "paused":
         kinds += [(p.kind, p.node) for p in result.pauses]
         result = graph.invoke(None, thread_id="t")
-    assert kinds == [("before", "a"), ("after", "c")]
+    assert kinds == [("before", "a"), ("after", "a"), ("after", "b"), ("before", "c")]
     assert result.state.log == ["a", "b", "c"]
     assert calls == {"a": 1, "b": 1, "c": 1}
 
@@ -747,3 +749,198 @@ def test_a_pause_leaves_no_reference_cycle(
     assert found == []
     if kind == "sqlite":
         anyio.run(store.close)
+
+
+# -- gates hold steps: interrupt_after commits, interrupt_before holds the whole step -------------
+class XState(BaseModel):
+    log: Annotated[list[str], append] = []
+    x: str = ""
+
+
+def _xgraph(calls: Counter[str], seen: list[str]) -> Callable[[], StateGraph]:
+    """a (writes x) -> b (reads x) -> c."""
+
+    def a(state: XState) -> dict[str, Any]:
+        calls["a"] += 1
+        return {"log": ["a"], "x": "a"}
+
+    def b(state: XState) -> dict[str, Any]:
+        calls["b"] += 1
+        seen.append(state.x)
+        return {"log": ["b"]}
+
+    def make() -> StateGraph:
+        g = StateGraph(XState).add_node(a).add_node(b).add_node("c", logger("c", calls))
+        return g.add_edge(START, "a").add_edge("a", "b").add_edge("b", "c").add_edge("c", END)
+
+    return make
+
+
+def test_interrupt_after_commits_the_step_and_pauses_at_the_next_checkpoint(
+    backend: Backend,
+) -> None:
+    calls: Counter[str] = Counter()
+    seen: list[str] = []
+    make = _xgraph(calls, seen)
+    result = backend.graph(make, interrupt_after=["a"]).invoke({}, thread_id="t")
+    assert result.status == "paused"
+    [pause] = result.pauses
+    assert (pause.kind, pause.node) == ("after", "a")
+    assert (result.state.x, result.state.log) == ("a", ["a"])
+
+    graph = backend.graph(make, interrupt_after=["a"])
+    snap = graph.get_state("t")
+    assert snap.next == ("b",)  # the node that ran is behind, its writes are in the state
+    assert snap.values.x == "a"
+    assert snap.checkpoint_id == result.checkpoint_id == pause.checkpoint_id
+    assert [t.status for t in graph.list_threads()] == ["paused"]
+    assert graph.pending_pauses("t") == [pause]
+
+    # An edit made during the pause is what the next node sees (LangGraph: "fixed").
+    graph.update_state("t", {"x": "fixed"})
+    done = backend.graph(make, interrupt_after=["a"]).invoke(None, thread_id="t")
+    assert done.status == "done"
+    assert done.state.x == "fixed"
+    assert done.state.log == ["a", "b", "c"]
+    assert seen == ["fixed"]
+    assert calls == {"a": 1, "b": 1, "c": 1}
+
+
+def test_an_after_gate_of_the_last_step_pauses_and_continuing_ends_the_run(
+    backend: Backend,
+) -> None:
+    """As LangGraph: the step is committed, the thread pauses with nothing next; continuing
+    ends the run (done) without running anything again."""
+    calls: Counter[str] = Counter()
+    graph = backend.graph(_abc(calls), interrupt_after=["c"])
+    result = graph.invoke({}, thread_id="t")
+    assert result.status == "paused" and [p.kind for p in result.pauses] == ["after"]
+    assert result.state.log == ["a", "b", "c"]
+    snap = graph.get_state("t")
+    assert snap.next == () and snap.values.log == ["a", "b", "c"]
+    assert [t.status for t in graph.list_threads()] == ["paused"]
+    done = graph.invoke(None, thread_id="t")
+    assert (done.status, done.pauses, done.state.log) == ("done", [], ["a", "b", "c"])
+    assert [t.status for t in graph.list_threads()] == ["done"]
+    assert graph.pending_pauses("t") == []
+    assert calls == {"a": 1, "b": 1, "c": 1}
+
+
+def test_answering_one_of_two_after_gates_keeps_the_step_held(backend: Backend) -> None:
+    calls: Counter[str] = Counter()
+
+    def make() -> StateGraph:
+        b = StateGraph(State)
+        for n in ("a", "b", "c"):
+            b.add_node(n, logger(n, calls))
+        b.add_edge(START, "a").add_edge(START, "b").add_edge(["a", "b"], "c")
+        return b.add_edge("c", END)
+
+    result = backend.graph(make, interrupt_after=["a", "b"]).invoke({}, thread_id="t")
+    gates = {p.node: p for p in result.pauses}
+    assert sorted(gates) == ["a", "b"] and {p.kind for p in result.pauses} == {"after"}
+    assert result.state.log == ["a", "b"]
+
+    partial = backend.graph(make, interrupt_after=["a", "b"]).invoke(
+        None, thread_id="t", resume={gates["a"].id: "seen"}
+    )
+    assert partial.status == "paused"
+    assert partial.pauses == [gates["b"]]
+    assert calls == {"a": 1, "b": 1}
+
+    done = backend.graph(make, interrupt_after=["a", "b"]).invoke(None, thread_id="t")
+    assert done.status == "done"
+    assert done.state.log == ["a", "b", "c"]
+    assert calls == {"a": 1, "b": 1, "c": 1}
+
+
+@pytest.mark.parametrize("gated", ["s1", "s2"], ids=["mid-child", "last-of-child"])
+def test_an_after_gate_in_a_subgraph_holds_until_it_is_answered(
+    backend: Backend, gated: str
+) -> None:
+    calls: Counter[str] = Counter()
+
+    def asker(state: State) -> dict[str, Any]:
+        calls["asker"] += 1
+        return {"log": [f"asker:{interrupt('?')}"]}
+
+    def make() -> StateGraph:
+        c = StateGraph(State).add_node("s1", logger("s1", calls))
+        c.add_node("s2", logger("s2", calls))
+        c.add_edge(START, "s1").add_edge("s1", "s2").add_edge("s2", END)
+        child = c.compile(interrupt_after=[gated])
+        p = StateGraph(State).add_node("sub", child).add_node(asker)
+        p.add_node("z", logger("z", calls))
+        p.add_edge(START, "sub").add_edge(START, "asker").add_edge(["sub", "asker"], "z")
+        return p.add_edge("z", END)
+
+    result = backend.graph(make).invoke({}, thread_id="t")
+    kinds = {p.kind: p for p in result.pauses}
+    assert sorted(kinds) == ["after", "interrupt"]
+    assert kinds["after"].node == f"sub.{gated}"
+    ran = {"s1": 1} if gated == "s1" else {"s1": 1, "s2": 1}
+
+    # The interrupt alone is answered: the child's gate still holds the subgraph task.
+    partial = backend.graph(make).invoke(None, thread_id="t", resume={kinds["interrupt"].id: "x"})
+    assert partial.status == "paused"
+    assert partial.pauses == [kinds["after"]]
+    assert calls == {"asker": 2, **ran}
+
+    done = backend.graph(make).invoke(None, thread_id="t")
+    assert done.status == "done"
+    assert sorted(done.state.log) == ["asker:x", "s1", "s2", "z"]
+    assert calls == {"asker": 2, "s1": 1, "s2": 1, "z": 1}
+
+
+def test_interrupt_before_holds_the_whole_step(backend: Backend) -> None:
+    calls: Counter[str] = Counter()
+
+    def make() -> StateGraph:
+        b = StateGraph(State)
+        for n in ("gated", "sibling", "after"):
+            b.add_node(n, logger(n, calls))
+        b.add_edge(START, "gated").add_edge(START, "sibling")
+        return b.add_edge(["gated", "sibling"], "after").add_edge("after", END)
+
+    result = backend.graph(make, interrupt_before=["gated"]).invoke({}, thread_id="t")
+    assert result.status == "paused"
+    assert [(p.kind, p.node) for p in result.pauses] == [("before", "gated")]
+    assert calls == {}  # the sibling waits with the gated node (LangGraph holds the superstep)
+    snap = backend.graph(make, interrupt_before=["gated"]).get_state("t")
+    assert {t.name: t.status for t in snap.tasks} == {"gated": "paused", "sibling": "pending"}
+    assert snap.values.log == []
+
+    done = backend.graph(make, interrupt_before=["gated"]).invoke(None, thread_id="t")
+    assert done.status == "done"
+    assert done.state.log == ["gated", "sibling", "after"]
+    assert calls == {"gated": 1, "sibling": 1, "after": 1}
+
+
+def test_interrupt_before_in_a_subgraph_holds_the_childs_step_and_continue_releases_all(
+    backend: Backend,
+) -> None:
+    calls: Counter[str] = Counter()
+
+    def make() -> StateGraph:
+        c = StateGraph(State).add_node("x", logger("x", calls)).add_node("y", logger("y", calls))
+        c.add_edge(START, "x").add_edge(START, "y").add_edge("x", END).add_edge("y", END)
+        child = c.compile(interrupt_before=["x"])
+        p = StateGraph(State).add_node("one", child).add_node("two", child)
+        p.add_node("sib", logger("sib", calls)).add_node("z", logger("z", calls))
+        for n in ("one", "two", "sib"):
+            p.add_edge(START, n)
+        return p.add_edge(["one", "two", "sib"], "z").add_edge("z", END)
+
+    result = backend.graph(make).invoke({}, thread_id="t")
+    assert result.status == "paused"
+    assert sorted((p.kind, p.node) for p in result.pauses) == [
+        ("before", "one.x"),
+        ("before", "two.x"),
+    ]
+    # Each child's step is held whole (y waits with x); the parent's own sibling ran.
+    assert calls == {"sib": 1}
+
+    done = backend.graph(make).invoke(None, thread_id="t")  # every gate, nested ones too
+    assert done.status == "done"
+    assert sorted(done.state.log) == ["sib", "x", "x", "y", "y", "z"]
+    assert calls == {"sib": 1, "x": 2, "y": 2, "z": 1}

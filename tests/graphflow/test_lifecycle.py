@@ -193,3 +193,12 @@ def test_damage_found_at_setup_names_the_thread_in_every_call(tmp_path: Path) ->
         with pytest.raises(CorruptCheckpointError) as err:
             call()
         assert err.value.thread_id == "t" and "'t'" in str(err.value), name
+
+
+def test_a_thread_waiting_for_invoke_none_takes_a_new_input_too(store: Checkpointer) -> None:
+    """After update_state(as_node=...) on a done thread, the thread has work but no pause."""
+    g = _chain(store, lambda s: {"x": 1})
+    g.invoke({}, thread_id="t")
+    g.update_state("t", {"n": 5}, as_node="a")
+    assert g.pending_pauses("t") == [] and g.get_state("t").next == ("b",)
+    assert g.invoke({"n": 7}, thread_id="t").state == {"n": 1, "x": 1}
