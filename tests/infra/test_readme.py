@@ -61,3 +61,18 @@ def test_the_agent_example_pauses_in_one_process_and_resumes_in_another(
         outputs.append(out.stdout)
     assert outputs[0].startswith("delete_file {'path': '/data/report.csv'} sha256:")
     assert outputs[1] == "done Deleted.\n"
+
+
+def test_the_first_example_run_twice_prints_what_its_comments_say(tmp_path: pathlib.Path) -> None:
+    block = BLOCKS[0]
+    expected = [
+        line.split("#", 1)[1].strip() for line in block.splitlines() if line.startswith("print(")
+    ]
+    (tmp_path / "example.py").write_text(block, encoding="utf-8")
+    for _ in range(2):  # in one directory, on one database file
+        out = subprocess.run(
+            [sys.executable, "example.py"], cwd=tmp_path, capture_output=True, text=True,
+            timeout=120,
+        )  # fmt: skip
+        assert out.returncode == 0, out.stderr
+        assert out.stdout.splitlines() == expected
