@@ -10,6 +10,7 @@ from __future__ import annotations
 import os
 import threading
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any, Literal, NewType
@@ -117,6 +118,34 @@ class CheckpointRecord:
     channel_bases: dict[str, tuple[int, int]] = field(default_factory=dict)
     """For list channels whose latest version is an ``append``: (version of the ``set`` the
     chain of appends starts from, number of appends in the chain)."""
+
+    def child(
+        self,
+        id: CheckpointId,
+        source: CheckpointSource,
+        *,
+        step: int | None = None,
+        channel_versions: dict[str, int] | None = None,
+        channel_bases: dict[str, tuple[int, int]] | None = None,
+        frontier: tuple[TaskSpec, ...] = (),
+        metadata: dict[str, Any] | None = None,
+    ) -> CheckpointRecord:
+        """A checkpoint of the same thread and namespace whose parent is this one (its step
+        is the next unless given; versions and bases default to this one's)."""
+        return CheckpointRecord(
+            id=id,
+            thread_id=self.thread_id,
+            ns=self.ns,
+            parent_id=self.id,
+            step=self.step + 1 if step is None else step,
+            source=source,
+            channel_versions=dict(self.channel_versions)
+            if channel_versions is None
+            else channel_versions,
+            frontier=frontier,
+            metadata=metadata if metadata is not None else {},
+            channel_bases=dict(self.channel_bases) if channel_bases is None else channel_bases,
+        )
 
 
 @dataclass(slots=True)
@@ -339,3 +368,58 @@ class CommitBatch:
     depends on yet (a run's input checkpoint, made before any node runs): a store that keeps
     commits in order makes it durable with the next durable commit, and a crash before that
     loses only the call that had not returned."""
+
+    # Named constructors: what a commit is for. The lease flags and the answers riding with
+    # a run's first commit are set by the engine's committer, in one place.
+    @classmethod
+    def step(
+        cls,
+        checkpoint: CheckpointRecord,
+        channels: list[ChannelWrite],
+        *,
+        tasks: Sequence[TaskRecord] = (),
+        memos: Sequence[MemoRecord] = (),
+        pauses: Sequence[PauseRecord] = (),
+        thread: ThreadUpdate | None = None,
+        expected_head: CheckpointId | None = None,
+        check_head: bool = False,
+        durable: bool = True,
+    ) -> CommitBatch:
+        """A new checkpoint of ``checkpoint.ns`` (a step, an input, a fork or an update), its
+        channel values and the records that go with it."""
+        return cls(
+            ns=checkpoint.ns,
+            checkpoint=checkpoint,
+            channels=channels,
+            tasks=list(tasks),
+            memos=list(memos),
+            pauses=list(pauses),
+            thread=thread,
+            expected_head=expected_head,
+            check_head=check_head,
+            durable=durable,
+        )
+
+    @classmethod
+    def records(
+        cls,
+        ns: str,
+        *,
+        tasks: Sequence[TaskRecord] = (),
+        memos: Sequence[MemoRecord] = (),
+        pauses: Sequence[PauseRecord] = (),
+        thread: ThreadUpdate | None = None,
+        expected_head: CheckpointId | None = None,
+        check_head: bool = False,
+    ) -> CommitBatch:
+        """Records of a step that goes on or stops (task outcomes, memoized results, pauses),
+        and the thread's new status, without a new checkpoint."""
+        return cls(
+            ns=ns,
+            tasks=list(tasks),
+            memos=list(memos),
+            pauses=list(pauses),
+            thread=thread,
+            expected_head=expected_head,
+            check_head=check_head,
+        )

@@ -1,4 +1,16 @@
-"""Running the async implementation from sync code (one implementation, thin wrappers)."""
+"""The sync API: thin wrappers that run the async implementation (STYLE.md 2).
+
+``sync_method(amethod)`` makes ``invoke`` of ``ainvoke`` (and so on): one helper for every
+method, keyword arguments passed through. ``sync_iter_method`` does the same for an async
+generator (``stream`` of ``astream``). Both run on an event loop private to the calling
+thread and kept between calls (making and closing a loop costs about four times what a short
+run does), where stores may do their I/O inline (``checkpoints.blocking.inline_io``); a
+call from inside a running event loop is refused (use the async method there).
+
+Ctrl-C interrupts the loop; the call's task is then cancelled and run to its end, so its
+cleanup (giving up a lease) happens. ``asyncio.Runner`` would serve too, but it swaps the
+SIGINT handler on every call, a tenth of a small graph's run.
+"""
 
 from __future__ import annotations
 
@@ -6,108 +18,57 @@ import asyncio  # noqa: TID251 - a reusable loop runner for the sync API (anyio 
 import atexit
 import contextlib
 import contextvars
-import importlib
+import functools
 import os
-import queue
 import threading
-from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine, Iterator
-from typing import Any, TypeVar
-
-import sniffio
-from anyio.from_thread import start_blocking_portal
+from collections.abc import AsyncIterator, Callable, Coroutine, Iterator
+from typing import Any, Concatenate, ParamSpec, TypeVar
 
 from checkpoints.blocking import inline_io
-from checkpoints.keeper import on_start
 
 T = TypeVar("T")
-
-# anyio loads its asyncio backend on first use, inside the first run: load it with graphflow
-# instead, so that a process resuming a thread reaches its first node sooner.
-importlib.import_module("anyio._backends._asyncio")
+S = TypeVar("S")
+P = ParamSpec("P")
 
 
 def _check_no_loop(what: str) -> None:
-    # What anyio.lowlevel.current_token() tells, without raising (~2 us) when no loop runs.
-    running = (
-        asyncio._get_running_loop() is not None
-        or sniffio.thread_local.name is not None
-        or sniffio.current_async_library_cvar.get() is not None
-    )
-    if not running:
+    try:
+        asyncio.get_running_loop()
+    except RuntimeError:
         return
     raise RuntimeError(
         f"{what}() cannot be called inside a running event loop; use a{what}() instead"
     )
 
 
-_local = threading.local()
-
-_spare: list[asyncio.AbstractEventLoop] = []
-"""One event loop made ahead by the lease keeper's thread, for the first sync call."""
-_forked: list[asyncio.AbstractEventLoop] = []
-"""Spare loops inherited by a forked child: never used, never closed (closing would
-deregister the parent's descriptors from the epoll instance both share)."""
-
-
-def _make_spare_loop() -> None:
-    # Run by the lease keeper's thread as it starts, while the process waits for a store's
-    # files to open: making a loop costs ~0.2 ms in a new process, about a tenth of a short
-    # resumed run. Loops have no thread of their own until they run.
-    if not _spare:
-        _spare.append(asyncio.new_event_loop())
-
-
-def _take_spare_loop() -> asyncio.AbstractEventLoop | None:
-    try:
-        return _spare.pop()
-    except IndexError:
-        return None
-
-
-def _close_spare() -> None:
-    while _spare:
-        _spare.pop().close()
-
-
-def _forget_spare_in_child() -> None:
-    _forked.extend(_spare)
-    _spare.clear()
-
-
-on_start(_make_spare_loop)
-atexit.register(_close_spare)
-os.register_at_fork(after_in_child=_forget_spare_in_child)
-
-
 class _Loop:
-    """This thread's event loop, kept between sync calls, which run on it one at a time.
-
-    Making and closing an event loop costs about four times what a short run of a graph
-    does. ``asyncio.Runner`` would serve too, but it swaps the SIGINT handler on every call
-    (~20 us, a tenth of a small graph's run); here Ctrl-C interrupts the loop and the call's
-    task is then cancelled and run to its end, so its cleanup (giving up a lease) happens.
-    """
+    """This thread's event loop, kept between sync calls, which run on it one at a time."""
 
     def __init__(self) -> None:
         self.loop: asyncio.AbstractEventLoop | None = None
+        self.pid = os.getpid()
+
+    def get(self) -> asyncio.AbstractEventLoop:
+        if self.pid != os.getpid():
+            # A forked child: the parent's loop shares its epoll instance with the parent;
+            # it is dropped, never used or closed (closing would deregister the parent's).
+            self.loop, self.pid = None, os.getpid()
+        if self.loop is None or self.loop.is_closed():
+            self.loop = asyncio.new_event_loop()
+        return self.loop
 
     def run(self, coro: Coroutine[Any, Any, T], context: contextvars.Context) -> T:
-        if self.loop is None:
-            self.loop = _take_spare_loop() or asyncio.new_event_loop()
-        loop = self.loop
+        loop = self.get()
         task = loop.create_task(coro, context=context)
         try:
             return loop.run_until_complete(task)
         except BaseException:
-            if not task.done():  # interrupted while the task waited
-                task.cancel()
-                with contextlib.suppress(BaseException):
-                    loop.run_until_complete(task)
+            _finish(loop, task)
             raise
 
     def close(self) -> None:
         loop, self.loop = self.loop, None
-        if loop is None or loop.is_closed():
+        if loop is None or loop.is_closed() or self.pid != os.getpid():
             return
         try:
             pending = asyncio.all_tasks(loop)
@@ -121,6 +82,17 @@ class _Loop:
             loop.close()
 
 
+def _finish(loop: asyncio.AbstractEventLoop, task: asyncio.Future[Any]) -> None:
+    """Cancel a call's task that was interrupted while it waited, and run it to its end."""
+    if not task.done():
+        task.cancel()
+        with contextlib.suppress(BaseException):
+            loop.run_until_complete(task)
+
+
+_local = threading.local()
+
+
 def _runner() -> _Loop:
     """This thread's loop runner (closed when the interpreter exits)."""
     runner: _Loop | None = getattr(_local, "runner", None)
@@ -130,50 +102,91 @@ def _runner() -> _Loop:
     return runner
 
 
-def run_sync(what: str, fn: Callable[..., Awaitable[T]], *args: Any) -> T:
-    """Run ``fn(*args)`` on this thread's private event loop; refuse inside a running one."""
+def _private_context() -> contextvars.Context:
+    """The caller's context, with ``inline_io`` set: the loop is private to this call."""
+    ctx = contextvars.copy_context()
+    ctx.run(inline_io.set, True)
+    return ctx
+
+
+def run_sync(
+    what: str, fn: Callable[P, Coroutine[Any, Any, T]], *args: P.args, **kwargs: P.kwargs
+) -> T:
+    """Run ``fn(*args, **kwargs)`` on this thread's private event loop."""
     _check_no_loop(what)
-    token = inline_io.set(True)  # this loop is private to the call: stores may block it
-    try:
-        ctx = contextvars.copy_context()  # each call starts from the caller's context
-        return _runner().run(_call(fn, *args), ctx)
-    finally:
-        inline_io.reset(token)
+    return _runner().run(fn(*args, **kwargs), _private_context())
 
 
-async def _call(fn: Callable[..., Awaitable[T]], *args: Any) -> T:
-    return await fn(*args)
+def iterate_sync(what: str, agen: AsyncIterator[T]) -> Iterator[T]:
+    """Iterate an async generator from sync code, on this thread's private event loop.
 
-
-def iterate_sync(what: str, agen_factory: Callable[[], AsyncIterator[T]]) -> Iterator[T]:
-    """Iterate an async generator from sync code.
-
-    The generator runs to completion in one task of a blocking portal (its task groups must
-    stay in one task) and hands items over through a queue; breaking out of the loop cancels it.
+    The generator runs in one task of the loop (its task groups stay in one task) and hands
+    items over through a queue; the loop runs until the next item is there. Breaking out of
+    the loop cancels the generator's task and runs it to its end.
     """
     _check_no_loop(what)
-    items: queue.SimpleQueue[tuple[bool, Any]] = queue.SimpleQueue()
+    loop = _runner().get()
+    items: asyncio.Queue[tuple[bool, Any]] = asyncio.Queue()
 
     async def pump() -> None:
-        inline_io.set(True)  # the portal's loop is private to this iteration
         try:
-            async for item in agen_factory():
-                items.put((True, item))
+            async for item in agen:
+                items.put_nowait((True, item))
         except Exception as e:
-            items.put((False, e))
+            items.put_nowait((False, e))
         else:
-            items.put((False, None))
+            items.put_nowait((False, None))
 
-    with start_blocking_portal() as portal:
-        fut = portal.start_task_soon(pump)
-        try:
-            while True:
-                ok, item = items.get()
-                if not ok:
-                    if item is not None:
-                        raise item
-                    return
-                yield item
-        finally:
-            if not fut.done():
-                fut.cancel()
+    task = loop.create_task(pump(), context=_private_context())
+    try:
+        while True:
+            getter = loop.create_task(items.get())
+            try:
+                ok, item = loop.run_until_complete(getter)
+            except BaseException:
+                _finish(loop, getter)
+                raise
+            if not ok:
+                loop.run_until_complete(task)
+                if item is not None:
+                    raise item
+                return
+            yield item
+    finally:
+        _finish(loop, task)
+
+
+def sync_method(
+    amethod: Callable[Concatenate[S, P], Coroutine[Any, Any, T]], what: str
+) -> Callable[Concatenate[S, P], T]:
+    """The sync twin of an async method: same arguments, run by ``run_sync``."""
+
+    def method(self: S, /, *args: P.args, **kwargs: P.kwargs) -> T:
+        return run_sync(what, amethod, self, *args, **kwargs)
+
+    return _named(method, amethod, what)
+
+
+def sync_iter_method(
+    amethod: Callable[Concatenate[S, P], AsyncIterator[T]], what: str
+) -> Callable[Concatenate[S, P], Iterator[T]]:
+    """The sync twin of an async generator method, iterated by ``iterate_sync``."""
+
+    def method(self: S, /, *args: P.args, **kwargs: P.kwargs) -> Iterator[T]:
+        _check_no_loop(what)  # (when called, not when first iterated)
+        return iterate_sync(what, amethod(self, *args, **kwargs))
+
+    return _named(method, amethod, what)
+
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+
+def _named(method: F, amethod: Callable[..., Any], what: str) -> F:
+    """Give a sync twin its name, its async twin's signature (``__wrapped__``) and a
+    docstring pointing at it."""
+    functools.update_wrapper(method, amethod)
+    method.__name__ = what
+    method.__qualname__ = amethod.__qualname__.rpartition(".")[0] + "." + what
+    method.__doc__ = f"Sync ``{amethod.__name__}`` (same arguments)."
+    return method

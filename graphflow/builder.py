@@ -1,4 +1,10 @@
-"""``StateGraph``: the builder users declare nodes and edges with."""
+"""``StateGraph``: the builder users declare nodes and edges with.
+
+``compile()`` validates what was declared (``graphflow.validate``) and freezes it into a
+``GraphSpec`` (``graphflow.spec``), which is what the engine runs. The runnable
+``CompiledGraph`` belongs to a layer above this one: it registers how a spec becomes one
+(``register_compiler``), so that this module imports nothing above it.
+"""
 
 from __future__ import annotations
 
@@ -6,51 +12,49 @@ import inspect
 import types
 from collections.abc import Callable, Hashable, Mapping, Sequence
 from dataclasses import dataclass, field
+from types import MappingProxyType
 from typing import TYPE_CHECKING, Any
 
 from graphflow.errors import GraphValidationError
 from graphflow.retry import RetryPolicy, policies
+from graphflow.spec import Branch, Edges, GraphSpec, NodeSpec, pausing_nodes
 from graphflow.state import StateSchema
 from graphflow.types import END, START
 from graphflow.validate import validate
 
-if TYPE_CHECKING:
+if TYPE_CHECKING:  # (types only: compiled is a layer above)
     from checkpoints import Checkpointer
     from graphflow.compiled import CompiledGraph
 
-
-@dataclass(slots=True)
-class NodeSpec:
-    """A node as declared: its callable and how to call it."""
-
-    name: str
-    fn: Any
-    takes_ctx: bool
-    is_async: bool
-    destinations: tuple[str, ...] | None = None
-    retry: tuple[RetryPolicy, ...] = ()
-    subgraph: Any = None
+_COMPILER: list[Callable[..., Any]] = []
 
 
-@dataclass(slots=True)
-class Branch:
-    """A conditional edge: ``router(state)`` picks targets, optionally through ``path_map``."""
+def register_compiler(make: Callable[..., Any]) -> None:
+    """Set how ``compile()`` turns a ``GraphSpec`` and a checkpointer into a runnable graph
+    (``graphflow.compiled`` does, as graphflow is imported)."""
+    _COMPILER[:] = [make]
 
-    source: str
-    router: Callable[..., Any]
-    path_map: dict[Hashable, str] | None
-    targets: tuple[str, ...] | None
-    """Every possible target when known from the path map; None: any node."""
-    is_async: bool = False
+
+def spec_of(value: Any) -> GraphSpec | None:
+    """The ``GraphSpec`` of a compiled graph given as a node (None for anything else)."""
+    found = getattr(value, "spec", None)
+    return found if isinstance(found, GraphSpec) else None
 
 
 @dataclass(slots=True)
-class Edges:
-    """All edges of a graph."""
+class _EdgeDraft:
+    """The edges as they are declared (frozen into ``Edges`` at compile)."""
 
     static: dict[str, list[str]] = field(default_factory=dict)
     joins: list[tuple[tuple[str, ...], str]] = field(default_factory=list)
     branches: dict[str, list[Branch]] = field(default_factory=dict)
+
+    def frozen(self) -> Edges:
+        return Edges(
+            MappingProxyType({k: tuple(v) for k, v in self.static.items()}),
+            tuple(self.joins),
+            MappingProxyType({k: tuple(v) for k, v in self.branches.items()}),
+        )
 
 
 def _takes_ctx(fn: Callable[..., Any]) -> bool:
@@ -136,7 +140,7 @@ class StateGraph:
     def __init__(self, state_schema: type[Any]):
         self.schema = StateSchema(state_schema)
         self.nodes: dict[str, NodeSpec] = {}
-        self.edges = Edges()
+        self.edges = _EdgeDraft()
         self._errors: list[tuple[str, tuple[str, ...]]] = []
         # Names refused by add_node (already reported): edges to them are not reported again.
         self._rejected: set[str] = set()
@@ -180,18 +184,26 @@ class StateGraph:
             )
             self._rejected.add(name)
             return self
-        from graphflow.compiled import CompiledGraph
-
-        subgraph = fn if isinstance(fn, CompiledGraph) else None
+        subgraph = spec_of(fn)
         if subgraph is not None:
-            from graphflow.subgraph import SubgraphNode
-
             try:
-                fn = SubgraphNode(name, subgraph, self.schema, input, output)
+                inputs, outputs = _subgraph_keys(name, subgraph, self.schema, input, output)
             except GraphValidationError as e:
                 self._errors.append((str(e), e.nodes))
                 self._rejected.add(name)
                 return self
+            self.nodes[name] = NodeSpec(
+                name=name,
+                fn=None,
+                takes_ctx=True,
+                is_async=True,
+                destinations=tuple(destinations) if destinations is not None else None,
+                retry=policies(retry, node=name),
+                subgraph=subgraph,
+                inputs=inputs,
+                outputs=outputs,
+            )
+            return self
         elif input is not None or output is not None:
             raise GraphValidationError(
                 f"node {name!r}: input=/output= mappings are only for subgraph nodes", (name,)
@@ -203,17 +215,15 @@ class StateGraph:
                 call = target()
         if not callable(call):
             raise GraphValidationError(f"node {name!r}: {fn!r} is not callable", (name,))
-        takes_ctx = subgraph is not None or _takes_ctx(call)
-        if subgraph is None:
-            _check_call(name, call, takes_ctx)
+        takes_ctx = _takes_ctx(call)
+        _check_call(name, call, takes_ctx)
         self.nodes[name] = NodeSpec(
             name=name,
             fn=call,
             takes_ctx=takes_ctx,
-            is_async=subgraph is not None or _is_async(call),
+            is_async=_is_async(call),
             destinations=tuple(destinations) if destinations is not None else None,
             retry=policies(retry, node=name),
-            subgraph=subgraph,
         )
         return self
 
@@ -267,6 +277,30 @@ class StateGraph:
         return self.add_edge(node, END)
 
     # -- compile --------------------------------------------------------------------------
+    def spec(
+        self,
+        interrupt_before: Sequence[str] = (),
+        interrupt_after: Sequence[str] = (),
+        name: str | None = None,
+        *,
+        lease_ttl: float = 30.0,
+    ) -> GraphSpec:
+        """Validate the graph (``GraphValidationError``) and freeze it into a ``GraphSpec``."""
+        edges = self.edges.frozen()
+        before, after = frozenset(interrupt_before), frozenset(interrupt_after)
+        validate(self.nodes, edges, before, after, self._errors, self._rejected)
+        nodes = MappingProxyType(dict(self.nodes))
+        return GraphSpec(
+            schema=self.schema,
+            nodes=nodes,
+            edges=edges,
+            interrupt_before=before,
+            interrupt_after=after,
+            name=name,
+            lease_ttl=lease_ttl,
+            pausing=pausing_nodes(nodes, before, after),
+        )
+
     def compile(
         self,
         checkpointer: Checkpointer | None = None,
@@ -276,15 +310,33 @@ class StateGraph:
         *,
         lease_ttl: float = 30.0,
     ) -> CompiledGraph:
-        """Validate the graph (``GraphValidationError``) and return a runnable graph."""
-        from graphflow.compiled import CompiledGraph
-
-        validate(self, interrupt_before, interrupt_after, checkpointer)
-        return CompiledGraph(
-            self,
-            checkpointer=checkpointer,
-            interrupt_before=frozenset(interrupt_before),
-            interrupt_after=frozenset(interrupt_after),
-            name=name,
-            lease_ttl=lease_ttl,
+        """Validate the graph (``GraphValidationError``) and return a runnable
+        ``CompiledGraph`` on ``checkpointer``."""
+        graph: CompiledGraph = _COMPILER[0](
+            self.spec(interrupt_before, interrupt_after, name, lease_ttl=lease_ttl),
+            checkpointer,
         )
+        return graph
+
+
+def _subgraph_keys(
+    name: str,
+    child: GraphSpec,
+    parent: StateSchema,
+    input: Mapping[str, str] | None,
+    output: Mapping[str, str] | None,
+) -> tuple[Mapping[str, str], Mapping[str, str]]:
+    """The child -> parent key mappings of a subgraph node: keys with the same name are
+    shared, ``input``/``output`` map the others."""
+    for what, mapping in (("input", input or {}), ("output", output or {})):
+        bad = [f"{c!r} (child)" for c in mapping if c not in child.schema.keys]
+        bad += [f"{p!r} (parent)" for p in mapping.values() if p not in parent.keys]
+        if bad:
+            raise GraphValidationError(
+                f"subgraph node {name!r}: {what}= maps missing keys {bad}", (name,)
+            )
+    shared = {k: k for k in child.schema.keys & parent.keys}
+    return (
+        MappingProxyType({**shared, **(input or {})}),
+        MappingProxyType({**shared, **(output or {})}),
+    )

@@ -1,97 +1,68 @@
-"""``CompiledGraph``: the runnable graph and its public API (API.md, "Running" on)."""
+"""``CompiledGraph``: the runnable graph and its public API (API.md, "Running" on).
+
+A compiled graph is a ``GraphSpec`` (what the engine runs) and a checkpointer. Every method
+checks its arguments, sets the store up, and calls a public engine function
+(``engine.execute``, ``engine.history``, ``engine.update``, ``engine.threads``); each sync
+method is generated from its async twin (``_sync``).
+"""
 
 from __future__ import annotations
 
 import math
 import uuid
-from collections.abc import AsyncIterator, Iterator, Mapping
-from typing import TYPE_CHECKING, Any, get_args
+from collections.abc import AsyncIterator, Mapping
+from typing import Any, get_args
 
 import anyio
 
-from checkpoints.errors import CorruptCheckpointError, LeaseHeldError
-from checkpoints.lease import new_owner
-from checkpoints.models import (
-    CheckpointRecord,
-    CommitBatch,
-    DecisionRecord,
-    ThreadId,
-    ThreadInfo,
-    ThreadStatus,
-    ThreadUpdate,
-    new_checkpoint_id,
-    now,
-)
-from graphflow import _sync
-from graphflow.engine import answers
-from graphflow.engine.loop import Run
+from checkpoints.base import Checkpointer
+from checkpoints.errors import CorruptCheckpointError
+from checkpoints.models import DecisionRecord, ThreadId, ThreadInfo, ThreadStatus
+from graphflow import _sync, builder
+from graphflow.drawing import draw_mermaid
+from graphflow.engine import answers, history, threads, update
+from graphflow.engine.execute import execute
 from graphflow.engine.pauses import UNSET, pause_from_record
-from graphflow.errors import (
-    InvalidArgumentError,
-    NothingToResumeError,
-    ThreadBusyError,
-    ThreadCancelledError,
-    ThreadFinishedError,
-    ThreadNotFoundError,
-)
-from graphflow.state_api import StateAPI
-from graphflow.types import Event, Pause, RunResult
-
-if TYPE_CHECKING:
-    from checkpoints import Checkpointer
-    from graphflow.builder import StateGraph
+from graphflow.errors import InvalidArgumentError, ThreadNotFoundError
+from graphflow.spec import GraphSpec
+from graphflow.types import Event, Pause, RunResult, StateSnapshot, StreamMode
 
 THREAD_STATUSES: tuple[str, ...] = get_args(ThreadStatus)
+STREAM_MODES: tuple[str, ...] = get_args(StreamMode)
 
 
-class CompiledGraph(StateAPI):
+class CompiledGraph:
     """A validated graph, ready to run. Build it with ``StateGraph.compile()``."""
 
-    def __init__(
-        self,
-        builder: StateGraph,
-        *,
-        checkpointer: Checkpointer | None,
-        interrupt_before: frozenset[str],
-        interrupt_after: frozenset[str],
-        name: str | None,
-        lease_ttl: float,
-    ):
-        self.builder = builder
-        self.schema = builder.schema
-        self.nodes = dict(builder.nodes)
-        self.edges = builder.edges
-        self.checkpointer = checkpointer
-        self.interrupt_before = interrupt_before
-        self.interrupt_after = interrupt_after
-        self.name = name
-        if (
-            isinstance(lease_ttl, bool)
-            or not isinstance(lease_ttl, int | float)
-            or not math.isfinite(lease_ttl)
-            or lease_ttl <= 0
-        ):
+    def __init__(self, spec: GraphSpec, checkpointer: Checkpointer | None = None):
+        ttl = spec.lease_ttl
+        if isinstance(ttl, bool) or not isinstance(ttl, int | float) or not math.isfinite(ttl):
+            ttl = -1.0
+        if ttl <= 0:
             raise InvalidArgumentError(
-                f"lease_ttl must be a positive number of seconds, not {lease_ttl!r}: a run "
-                "holds its thread's lease for that long after its last renewal"
+                f"lease_ttl must be a positive number of seconds, not {spec.lease_ttl!r}: a "
+                "run holds its thread's lease for that long after its last renewal"
             )
-        self.lease_ttl = float(lease_ttl)
-        self.path_prefix = ""
+        self.spec = spec
+        self.checkpointer = checkpointer
         self._setup_done = False
-        self._resumable_checked = False
 
-    def _check_resumable(self) -> None:
-        """Without a checkpointer, refuse to run subgraphs that could pause (once checked)."""
-        if not self._resumable_checked:
-            from graphflow.validate import check_resumable
+    @property
+    def name(self) -> str | None:
+        """The graph's name (stored with its threads)."""
+        return self.spec.name
 
-            check_resumable(self)
-            self._resumable_checked = True
-
-    async def _ensure_setup(self, thread_id: str | None = None) -> None:
-        if not self._setup_done and self.checkpointer is not None:
+    # -- helpers ------------------------------------------------------------------------------
+    async def _ready(self, thread_id: str | None = None) -> Checkpointer:
+        """The store, set up; a damaged file's error names the thread asked about."""
+        store = self.checkpointer
+        if store is None:
+            raise InvalidArgumentError(
+                "this graph has no checkpointer: compile(checkpointer=...) to keep threads"
+            )
+        if not self._setup_done:
             try:
-                await self.checkpointer.setup()
+                await store.setup()
             except CorruptCheckpointError as e:
                 if thread_id is None or e.thread_id is not None:
                     raise
@@ -99,13 +70,7 @@ class CompiledGraph(StateAPI):
                     f"thread {thread_id!r}: {e}", thread_id=thread_id
                 ) from e
             self._setup_done = True
-
-    def _store(self) -> Checkpointer:
-        if self.checkpointer is None:
-            raise InvalidArgumentError(
-                "this graph has no checkpointer: compile(checkpointer=...) to keep threads"
-            )
-        return self.checkpointer
+        return store
 
     def _thread_id(self, thread_id: str | None) -> str:
         if thread_id is None:
@@ -149,47 +114,46 @@ class CompiledGraph(StateAPI):
         recursion_limit: int = 100,
     ) -> RunResult:
         """Run the graph until it finishes or pauses (see API.md, "Running")."""
-        run = Run(
-            self,
-            thread_id=self._thread_id(thread_id),
-            principal=principal,
-            decisions=decisions,
-            recursion_limit=self._check_limit(recursion_limit),
+        return await self._execute(
+            input, thread_id, decisions, resume, checkpoint_id, principal, recursion_limit
         )
-        return await run.execute(input, resume=resume, checkpoint_id=checkpoint_id)
 
-    def invoke(
+    async def _execute(
         self,
         input: Any,
-        *,
-        thread_id: str | None = None,
-        decisions: Mapping[str, Any] | None = None,
-        resume: Any = UNSET,
-        checkpoint_id: str | None = None,
-        principal: Any = None,
-        recursion_limit: int = 100,
+        thread_id: str | None,
+        decisions: Mapping[str, Any] | None,
+        resume: Any,
+        checkpoint_id: str | None,
+        principal: Any,
+        recursion_limit: int,
+        sink: Any = None,
+        mode: StreamMode = "values",
     ) -> RunResult:
-        """Sync ``ainvoke``; raises ``RuntimeError`` inside a running event loop."""
-
-        async def go() -> RunResult:
-            return await self.ainvoke(
-                input,
-                thread_id=thread_id,
-                decisions=decisions,
-                resume=resume,
-                checkpoint_id=checkpoint_id,
-                principal=principal,
-                recursion_limit=recursion_limit,
-            )
-
-        return _sync.run_sync("invoke", go)
+        tid = self._thread_id(thread_id)
+        checked = answers.check_decisions(decisions)
+        limit = self._check_limit(recursion_limit)
+        store = await self._ready(tid) if self.checkpointer is not None else None
+        return await execute(
+            self.spec,
+            store,
+            tid,
+            input,
+            resume=resume,
+            decisions=checked,
+            checkpoint_id=checkpoint_id,
+            principal=principal,
+            recursion_limit=limit,
+            sink=sink,
+            mode=mode,
+        )
 
     async def astream(
         self,
         input: Any,
         *,
         thread_id: str | None = None,
-        mode: str = "values",
+        mode: StreamMode = "values",
         decisions: Mapping[str, Any] | None = None,
         resume: Any = UNSET,
         checkpoint_id: str | None = None,
@@ -197,28 +161,28 @@ class CompiledGraph(StateAPI):
         recursion_limit: int = 100,
     ) -> AsyncIterator[Event]:
         """Run the graph and yield events as they happen (see API.md, "Events")."""
-        if mode not in ("values", "updates", "debug"):
+        if mode not in STREAM_MODES:
             raise InvalidArgumentError(
                 f"stream mode must be values, updates or debug, not {mode!r}"
             )
-        tid = self._thread_id(thread_id)
-        limit = self._check_limit(recursion_limit)
+        self._check_limit(recursion_limit)
         send, recv = anyio.create_memory_object_stream[Event](math.inf)
-        run = Run(
-            self,
-            thread_id=tid,
-            principal=principal,
-            decisions=decisions,
-            recursion_limit=limit,
-            sink=send,
-            mode=mode,
-        )
         failure: list[BaseException] = []
 
         async def produce() -> None:
             async with send:
                 try:
-                    await run.execute(input, resume=resume, checkpoint_id=checkpoint_id)
+                    await self._execute(
+                        input,
+                        thread_id,
+                        decisions,
+                        resume,
+                        checkpoint_id,
+                        principal,
+                        recursion_limit,
+                        send,
+                        mode,
+                    )
                 except Exception as e:
                     failure.append(e)
 
@@ -230,47 +194,15 @@ class CompiledGraph(StateAPI):
         if failure:
             raise failure[0]
 
-    def stream(
-        self,
-        input: Any,
-        *,
-        thread_id: str | None = None,
-        mode: str = "values",
-        decisions: Mapping[str, Any] | None = None,
-        resume: Any = UNSET,
-        checkpoint_id: str | None = None,
-        principal: Any = None,
-        recursion_limit: int = 100,
-    ) -> Iterator[Event]:
-        """Sync ``astream``."""
-        return _sync.iterate_sync(
-            "stream",
-            lambda: self.astream(
-                input,
-                thread_id=thread_id,
-                mode=mode,
-                decisions=decisions,
-                resume=resume,
-                checkpoint_id=checkpoint_id,
-                principal=principal,
-                recursion_limit=recursion_limit,
-            ),
-        )
-
-    # -- pauses and threads ---------------------------------------------------------------------
+    # -- pauses, threads, decisions ----------------------------------------------------------
     async def apending_pauses(self, thread_id: str) -> list[Pause]:
         """The pauses a thread waits on (empty when it is not paused)."""
-        store = self._store()
-        await self._ensure_setup(thread_id)
+        store = await self._ready(thread_id)
         th = await store.get_thread(ThreadId(thread_id))
         if th is None:
             raise ThreadNotFoundError(thread_id)
         recs = await store.get_pauses(th.thread_id, list(th.pending_pause_ids))
         return [pause_from_record(r) for r in recs]
-
-    def pending_pauses(self, thread_id: str) -> list[Pause]:
-        """Sync ``apending_pauses``."""
-        return _sync.run_sync("pending_pauses", self.apending_pauses, thread_id)
 
     async def alist_threads(self, status: ThreadStatus | None = None) -> list[ThreadInfo]:
         """Threads in the store, optionally of one status, from an index."""
@@ -278,12 +210,8 @@ class CompiledGraph(StateAPI):
             raise InvalidArgumentError(
                 f"status must be one of {list(THREAD_STATUSES)} or None, not {status!r}"
             )
-        await self._ensure_setup()
-        return await self._store().list_threads(status)
-
-    def list_threads(self, status: ThreadStatus | None = None) -> list[ThreadInfo]:
-        """Sync ``alist_threads``."""
-        return _sync.run_sync("list_threads", self.alist_threads, status)
+        store = await self._ready()
+        return await store.list_threads(status)
 
     async def asubmit(
         self,
@@ -302,122 +230,78 @@ class CompiledGraph(StateAPI):
         is recorded (``list_decisions``).
         """
         checked = answers.check_decisions(decisions)
-        if resume is UNSET and not checked:
-            raise InvalidArgumentError("submit needs decisions= or resume= to record")
-        store = self._store()
-        await self._ensure_setup(thread_id)
-        th = await store.get_thread(ThreadId(thread_id))
-        if th is None:
-            raise ThreadNotFoundError(thread_id)
-        pending = list(th.pending_pause_ids)
-        if not pending:
-            raise NothingToResumeError(thread_id)
-        records = await store.get_pauses(th.thread_id, pending)
-        found = answers.resolve(
-            thread_id, records, resume=resume, decisions=checked, by=by, reason=reason
+        store = await self._ready(thread_id)
+        return await threads.submit(
+            store, thread_id, decisions=checked, resume=resume, by=by, reason=reason
         )
-        if found.decisions:
-            await store.put_decisions(found.decisions)
-        if found.answers:
-            await store.put_answers(found.answers)
-        return found.ignored
-
-    def submit(
-        self,
-        thread_id: str,
-        *,
-        decisions: Mapping[str, Any] | None = None,
-        resume: Any = UNSET,
-        by: str | None = None,
-        reason: str | None = None,
-    ) -> tuple[DecisionRecord, ...]:
-        """Sync ``asubmit``."""
-
-        async def go() -> tuple[DecisionRecord, ...]:
-            return await self.asubmit(
-                thread_id, decisions=decisions, resume=resume, by=by, reason=reason
-            )
-
-        return _sync.run_sync("submit", go)
 
     async def alist_decisions(self, thread_id: str) -> list[DecisionRecord]:
         """The thread's decision records, oldest first, as they took effect: a decision that
         answered nothing has ``applied=False`` and the reason in ``note``; of several
         decisions on one call the latest wins and the earlier are marked superseded."""
-        store = self._store()
-        await self._ensure_setup(thread_id)
-        if await store.get_thread(ThreadId(thread_id)) is None:
-            raise ThreadNotFoundError(thread_id)
-        return answers.effective(await store.list_decisions(ThreadId(thread_id)))
-
-    def list_decisions(self, thread_id: str) -> list[DecisionRecord]:
-        """Sync ``alist_decisions``."""
-        return _sync.run_sync("list_decisions", self.alist_decisions, thread_id)
+        return await threads.list_decisions(await self._ready(thread_id), thread_id)
 
     async def acancel(self, thread_id: str, *, reason: str, by: str | None = None) -> None:
         """End a thread: it runs nothing more; the reason and actor are recorded."""
-        store = self._store()
-        await self._ensure_setup(thread_id)
-        th = await store.get_thread(ThreadId(thread_id))
-        if th is None or th.head is None:
-            raise ThreadNotFoundError(thread_id)
-        if th.status == "done":
-            raise ThreadFinishedError(thread_id)
-        if th.status == "cancelled":
-            raise ThreadCancelledError(thread_id)
-        head = await store.get_checkpoint(th.thread_id, "", th.head)
-        if head is None:
-            raise CorruptCheckpointError(
-                f"thread {thread_id!r}: head checkpoint {th.head!r} is missing",
-                thread_id=thread_id,
-                checkpoint_id=th.head,
-            )
-        ck = CheckpointRecord(
-            new_checkpoint_id(),
-            th.thread_id,
-            "",
-            head.id,
-            head.step,
-            "update",
-            dict(head.channel_versions),
-            (),
-            {"cancelled": {"reason": reason, "by": by, "pauses": list(th.pending_pause_ids)}},
-            now(),
-            dict(head.channel_bases),
-        )
-        await self._leased(
-            th.thread_id,
-            CommitBatch(
-                checkpoint=ck,
-                thread=ThreadUpdate("cancelled", ()),
-                expected_head=th.head,
-                check_head=True,
-            ),
+        store = await self._ready(thread_id)
+        await threads.cancel(self.spec, store, thread_id, reason=reason, by=by)
+
+    # -- state and history ----------------------------------------------------------------------
+    async def aget_state(
+        self, thread_id: str, *, checkpoint_id: str | None = None, subgraphs: bool = False
+    ) -> StateSnapshot | None:
+        """The thread's state at its head (or ``checkpoint_id``); None for an unknown thread."""
+        store = await self._ready(thread_id)
+        return await history.get_state(
+            self.spec, store, thread_id, checkpoint_id=checkpoint_id, subgraphs=subgraphs
         )
 
-    def cancel(self, thread_id: str, *, reason: str, by: str | None = None) -> None:
-        """Sync ``acancel``."""
+    async def aget_state_history(
+        self, thread_id: str, *, limit: int | None = None
+    ) -> list[StateSnapshot]:
+        """Snapshots of every checkpoint of the thread, newest first, with their pauses and
+        answers."""
+        store = await self._ready(thread_id)
+        return await history.get_state_history(self.spec, store, thread_id, limit=limit)
 
-        async def go() -> None:
-            await self.acancel(thread_id, reason=reason, by=by)
+    async def aupdate_state(
+        self,
+        thread_id: str,
+        values: Mapping[str, Any] | None,
+        *,
+        as_node: str | None = None,
+        checkpoint_id: str | None = None,
+    ) -> str:
+        """Write ``values`` through the reducers as a new checkpoint; return its id.
 
-        _sync.run_sync("cancel", go)
+        The update counts as a write of ``as_node`` or, without it, of the node that wrote
+        the checkpoint's step (the input for a run's first checkpoint); that node's edges
+        are evaluated again (``END`` stops the run). The checkpoint's pending tasks are kept
+        when they come out the same. ``as_node=END`` ends the pending work (the thread is
+        ``done``). ``checkpoint_id`` forks from an older checkpoint, or names a subgraph's
+        checkpoint (``get_state(subgraphs=True)``). See ``graphflow.engine.update``.
+        """
+        store = await self._ready(thread_id)
+        return await update.update_state(
+            self.spec, store, thread_id, values, as_node=as_node, checkpoint_id=checkpoint_id
+        )
 
-    async def _leased(self, thread_id: ThreadId, batch: CommitBatch) -> None:
-        store = self._store()
-        owner = new_owner()
-        try:
-            await store.acquire_lease(thread_id, owner, self.lease_ttl, graph_name=self.name)
-        except LeaseHeldError as e:
-            raise ThreadBusyError(thread_id, e.owner) from e
-        try:
-            await store.commit(thread_id, owner, batch)
-        finally:
-            await store.release_lease(thread_id, owner)
+    # -- the sync API -------------------------------------------------------------------------
+    invoke = _sync.sync_method(ainvoke, "invoke")
+    stream = _sync.sync_iter_method(astream, "stream")
+    pending_pauses = _sync.sync_method(apending_pauses, "pending_pauses")
+    list_threads = _sync.sync_method(alist_threads, "list_threads")
+    submit = _sync.sync_method(asubmit, "submit")
+    list_decisions = _sync.sync_method(alist_decisions, "list_decisions")
+    cancel = _sync.sync_method(acancel, "cancel")
+    get_state = _sync.sync_method(aget_state, "get_state")
+    get_state_history = _sync.sync_method(aget_state_history, "get_state_history")
+    update_state = _sync.sync_method(aupdate_state, "update_state")
 
     # -- drawing --------------------------------------------------------------------------------
     def draw_mermaid(self) -> str:
         """A Mermaid flowchart of the graph."""
-        from graphflow.drawing import draw_mermaid
+        return draw_mermaid(self.spec)
 
-        return draw_mermaid(self.builder)
+
+builder.register_compiler(CompiledGraph)

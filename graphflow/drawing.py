@@ -9,13 +9,10 @@ its ids prefixed with the block's so they stay unique.
 from __future__ import annotations
 
 import re
-from typing import TYPE_CHECKING
 
+from graphflow.spec import GraphSpec
 from graphflow.types import END, START
 from graphflow.validate import ANY_TARGET, edges_of
-
-if TYPE_CHECKING:
-    from graphflow.builder import StateGraph
 
 _ARROWS = {"edge": "-->", "join": "==>", "conditional": "-.->", "command": "-.->", "any": "-.->"}
 _INDENT = "    "
@@ -52,29 +49,29 @@ def _label(name: str) -> str:
     return name.replace('"', "#quot;")
 
 
-def draw_mermaid(builder: StateGraph) -> str:
+def draw_mermaid(spec: GraphSpec) -> str:
     """A ``flowchart TD`` of the graph: solid edges, thick joins, dotted conditional edges."""
     lines = ["flowchart TD"]
-    _draw(builder, "", _Ids(), lines, _INDENT)
+    _draw(spec, "", _Ids(), lines, _INDENT)
     return "\n".join(lines) + "\n"
 
 
-def _draw(builder: StateGraph, prefix: str, ids: _Ids, lines: list[str], indent: str) -> None:
+def _draw(spec: GraphSpec, prefix: str, ids: _Ids, lines: list[str], indent: str) -> None:
     def ident(name: str) -> str:
         return ids.get((prefix, name), prefix + _ident(name))
 
     lines.append(f"{indent}{ident(START)}([START])")
-    for name, spec in builder.nodes.items():
-        if spec.subgraph is None:
+    for name, node in spec.nodes.items():
+        if node.subgraph is None:
             lines.append(f'{indent}{ident(name)}["{_label(name)}"]')
             continue
         block = ident(name)
         lines.append(f'{indent}subgraph {block}["{_label(name)}"]')
-        _draw(spec.subgraph.builder, f"{block}_", ids, lines, indent + _INDENT)
+        _draw(node.subgraph, f"{block}_", ids, lines, indent + _INDENT)
         lines.append(f"{indent}end")
     lines.append(f"{indent}{ident(END)}([END])")
     seen: dict[tuple[str, str], str] = {}
-    for src, dst, kind in edges_of(builder, expand=False):
+    for src, dst, kind in edges_of(spec.nodes, spec.edges, expand=False):
         seen.setdefault((src, dst), kind)
     marker: dict[str, str] = {}
     for src, dst in sorted(seen):

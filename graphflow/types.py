@@ -7,7 +7,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, Literal
 
-from checkpoints.models import DecisionRecord
+from checkpoints.models import DecisionRecord, PauseKind, TaskStatus
 
 START = "__start__"
 """The virtual node every run starts from."""
@@ -15,14 +15,25 @@ START = "__start__"
 END = "__end__"
 """The virtual node that ends a run."""
 
-PauseKind = Literal["interrupt", "before", "after", "tool_confirmation"]
-"""Why a run paused (see ``checkpoints.models.PauseKind``)."""
-
 RunStatus = Literal["done", "paused"]
 """How a run ended: its frontier is empty, or it waits for answers."""
 
 StreamMode = Literal["values", "updates", "debug"]
 """What a stream yields: full state per step, each step's updates, or everything."""
+
+EventType = Literal[
+    "values", "updates", "task_start", "task_end", "checkpoint", "custom", "pause", "done", "paused"
+]
+"""What an ``Event`` holds.
+
+- ``values``: the full state after a step (mode ``values``).
+- ``updates``: ``{node: update}`` of a step (modes ``updates``, ``debug``).
+- ``task_start`` / ``task_end``: a task's attempt began / its outcome (mode ``debug``).
+- ``checkpoint``: a step's checkpoint was committed (mode ``debug``).
+- ``custom``: a node's ``ctx.emit`` (mode ``debug``).
+- ``pause``: one pause of the run (every mode); ``data`` is the ``Pause``.
+- ``done`` / ``paused``: how the run ended (every mode, exactly one, last).
+"""
 
 
 @dataclass(frozen=True, slots=True)
@@ -102,7 +113,7 @@ class ToolConfirmationPause(Pause):
 class Event:
     """One stream event; ``type`` says what ``data`` holds (see API.md, "Events")."""
 
-    type: str
+    type: EventType
     node: str | None
     step: int | None
     data: Any
@@ -139,7 +150,7 @@ class TaskInfo:
 
     id: str
     name: str
-    status: Literal["pending", "running", "completed", "paused", "failed"]
+    status: TaskStatus
     attempts: int = 0
     error: str | None = None
     pauses: tuple[Pause, ...] = ()

@@ -7,56 +7,56 @@ process resuming a thread does not pay for importing networkx.
 
 from __future__ import annotations
 
-from collections.abc import Collection, Mapping
-from typing import TYPE_CHECKING, Any
+from collections.abc import Collection, Iterable, Mapping
+from typing import Any
 
 from graphflow.errors import GraphValidationError
+from graphflow.spec import Edges, GraphSpec, NodeSpec
 from graphflow.types import END, START
-
-if TYPE_CHECKING:
-    from graphflow.builder import StateGraph
-    from graphflow.compiled import CompiledGraph
-
 
 ANY_TARGET = ""
 """The target of a conditional edge without a path map in ``edges_of(expand=False)`` (the
 empty name is not a node's)."""
 
 
-def edges_of(builder: StateGraph, *, expand: bool = True) -> list[tuple[str, str, str]]:
+def edges_of(
+    nodes: Mapping[str, NodeSpec], edges: Edges, *, expand: bool = True
+) -> list[tuple[str, str, str]]:
     """Every edge as (source, target, kind) over node names plus START and END.
 
     A conditional edge without a known set of targets leads to every node and END; with
     ``expand=False`` it is one edge of kind ``"any"`` to ``ANY_TARGET`` instead (drawing).
     """
     out: list[tuple[str, str, str]] = []
-    for src, targets in builder.edges.static.items():
+    for src, targets in edges.static.items():
         out += [(src, t, "edge") for t in targets]
-    for sources, t in builder.edges.joins:
+    for sources, t in edges.joins:
         out += [(s, t, "join") for s in sources]
-    for src, branches in builder.edges.branches.items():
+    for src, branches in edges.branches.items():
         for br in branches:
             if br.targets is None and not expand:
                 out.append((src, ANY_TARGET, "any"))
                 continue
-            possible = br.targets if br.targets is not None else (*builder.nodes, END)
+            possible = br.targets if br.targets is not None else (*nodes, END)
             out += [(src, t, "conditional") for t in possible]
-    for name, spec in builder.nodes.items():
+    for name, spec in nodes.items():
         out += [(name, t, "command") for t in spec.destinations or ()]
     return out
 
 
-def to_networkx(builder: StateGraph) -> Any:
-    """The graph as a ``networkx.DiGraph`` (for drawing and analysis).
+def to_networkx(graph: Any) -> Any:
+    """The graph (a ``GraphSpec``, or a compiled graph) as a ``networkx.DiGraph`` (for
+    drawing and analysis).
 
     networkx is imported here, not at ``compile``: importing it costs about a quarter of a
     second, which every process that resumes a thread would pay.
     """
     import networkx as nx
 
+    spec: GraphSpec = graph if isinstance(graph, GraphSpec) else graph.spec
     g = nx.DiGraph()
-    g.add_nodes_from([START, *builder.nodes, END])
-    for src, dst, kind in edges_of(builder):
+    g.add_nodes_from([START, *spec.nodes, END])
+    for src, dst, kind in edges_of(spec.nodes, spec.edges):
         g.add_edge(src, dst, kind=kind)
     return g
 
@@ -74,16 +74,20 @@ def _reach(adjacency: Mapping[str, set[str]], start: str) -> set[str]:
 
 
 def validate(
-    builder: StateGraph,
+    nodes: Mapping[str, NodeSpec],
+    edges: Edges,
     interrupt_before: Collection[str],
     interrupt_after: Collection[str],
-    checkpointer: Any,
+    errors: Iterable[tuple[str, tuple[str, ...]]] = (),
+    rejected: Collection[str] = (),
 ) -> None:
-    """Raise ``GraphValidationError`` naming the offending nodes, or return."""
-    problems: list[tuple[str, tuple[str, ...]]] = list(builder._errors)
-    known = set(builder.nodes)
-    # A name add_node refused is reported once, by add_node; edges naming it are not errors.
-    rejected = builder._rejected
+    """Raise ``GraphValidationError`` naming the offending nodes, or return.
+
+    ``errors`` are problems the builder found as nodes were added; ``rejected`` the names it
+    refused (reported once, by the builder: edges naming them are not errors again).
+    """
+    problems: list[tuple[str, tuple[str, ...]]] = list(errors)
+    known = set(nodes)
 
     def check_ref(name: str, what: str, *, allow_start: bool, allow_end: bool) -> None:
         if name in known or name in rejected:
@@ -97,17 +101,17 @@ def validate(
         elif name not in (START, END):
             problems.append((f"{what} refers to unknown node {name!r}", (name,)))
 
-    for src, targets in builder.edges.static.items():
+    for src, targets in edges.static.items():
         for t in targets:
             what = f"edge {_show(src)} -> {_show(t)}"
             check_ref(src, what, allow_start=True, allow_end=False)
             check_ref(t, what, allow_start=False, allow_end=True)
-    for sources, t in builder.edges.joins:
+    for sources, t in edges.joins:
         what = f"join [{', '.join(map(_show, sources))}] -> {_show(t)}"
         for s in sources:
             check_ref(s, what, allow_start=True, allow_end=False)
         check_ref(t, what, allow_start=False, allow_end=True)
-    for src, branches in builder.edges.branches.items():
+    for src, branches in edges.branches.items():
         what = f"conditional edge from {_show(src)}"
         check_ref(src, what, allow_start=True, allow_end=False)
         for br in branches:
@@ -120,7 +124,7 @@ def validate(
                     )
                 else:
                     problems.append((f"path map of {what} names unknown node {t!r}", (src, t)))
-    for name, spec in builder.nodes.items():
+    for name, spec in nodes.items():
         for t in spec.destinations or ():
             check_ref(t, f"destinations of node {name!r}", allow_start=False, allow_end=True)
     for name in (*interrupt_before, *interrupt_after):
@@ -129,12 +133,12 @@ def validate(
     if problems:
         _raise(problems)
 
-    if START not in builder.edges.static and START not in builder.edges.branches:
+    if START not in edges.static and START not in edges.branches:
         _raise([("no edge from START: add builder.add_edge(START, 'first_node')", (START,))])
 
     forward: dict[str, set[str]] = {}
     backward: dict[str, set[str]] = {}
-    for src, dst, _ in edges_of(builder):
+    for src, dst, _ in edges_of(nodes, edges):
         forward.setdefault(src, set()).add(dst)
         backward.setdefault(dst, set()).add(src)
     outgoing = {n for n in known if forward.get(n)}
@@ -159,7 +163,7 @@ def validate(
         _raise(problems)
 
 
-def check_resumable(graph: CompiledGraph) -> None:
+def check_resumable(spec: GraphSpec) -> None:
     """Raise ``GraphValidationError`` when a graph run without a checkpointer has nodes that
     can pause (``interrupt()``, ``interrupt_before``/``interrupt_after``, tool
     confirmations, subgraphs whose nodes can pause): nothing could resume them.
@@ -167,15 +171,12 @@ def check_resumable(graph: CompiledGraph) -> None:
     Checked when such a graph is run as the root: at ``compile`` a graph without a
     checkpointer may still become a subgraph of one that has it.
     """
-    from graphflow.subgraph import pausing_nodes
-
-    pausing = pausing_nodes(graph)
-    if pausing:
+    if spec.pausing:
         raise GraphValidationError(
-            f"nodes {pausing} can pause (interrupt(), interrupt_before/interrupt_after, a "
-            "tool confirmation or a pausing subgraph), so the graph that runs them needs a "
-            "checkpointer (compile(checkpointer=...)) to resume them",
-            pausing,
+            f"nodes {list(spec.pausing)} can pause (interrupt(), interrupt_before/"
+            "interrupt_after, a tool confirmation or a pausing subgraph), so the graph that "
+            "runs them needs a checkpointer (compile(checkpointer=...)) to resume them",
+            spec.pausing,
         )
 
 

@@ -1,4 +1,4 @@
-"""Applying a step's writes through reducers, a pure function of data.
+"""Applying a step's writes through reducers, and the checkpoint that follows: pure.
 
 It also decides how each changed channel is stored: list channels that only grew are stored
 as ``append`` rows holding the new items (promise 9), with a full ``set`` every
@@ -7,13 +7,15 @@ as ``append`` rows holding the new items (promise 9), with a full ``set`` every
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from checkpoints.models import ChannelWrite
+from checkpoints.models import ChannelWrite, CheckpointId, CheckpointRecord
+from graphflow.engine import plan
 from graphflow.errors import InvalidUpdateError
 from graphflow.state import StateSchema
+from graphflow.types import Send
 
 COMPACT_EVERY = 512
 
@@ -115,3 +117,76 @@ def _grew(old: list[Any], new: list[Any]) -> bool:
     if len(new) < len(old):
         return False
     return all(a is b for a, b in zip(old, new, strict=False))
+
+
+@dataclass(slots=True)
+class NextCheckpoint:
+    """The checkpoint a finished step commits, its writes, and the engine channels the run
+    goes on with."""
+
+    record: CheckpointRecord
+    writes: list[ChannelWrite]
+    hidden: dict[str, Any]
+
+
+def user_values(applied: Applied) -> dict[str, Any]:
+    """The state of ``applied`` without the engine's own channels."""
+    return {k: v for k, v in applied.values.items() if not plan.is_hidden(k)}
+
+
+def next_checkpoint(
+    ck: CheckpointRecord,
+    ck_id: CheckpointId,
+    applied: Applied,
+    hidden: Mapping[str, Any],
+    task_writes: Sequence[tuple[str, Sequence[tuple[str, Any]]]],
+    targets: Sequence[str | Send],
+    joins: Sequence[tuple[tuple[str, ...], str]],
+    collect: Mapping[str, str],
+    version: int,
+) -> NextCheckpoint:
+    """The checkpoint after ``ck``'s step: ``applied`` (``apply_writes`` of ``task_writes``,
+    in node-name order) and the step's ``targets`` (where its tasks routed), plus the join
+    barriers the step advanced and, for a subgraph's run (``collect`` maps its keys to the
+    parent's), what the step wrote to its parent's keys."""
+    out_hidden = dict(hidden)
+    writes, versions, bases = applied.writes, applied.versions, applied.bases
+    targets = list(targets)
+    if joins:
+        fired, changed = plan.advance_joins(joins, out_hidden, [n for n, _ in task_writes])
+        targets += fired
+        for k, v in changed.items():
+            out_hidden[k] = v
+            writes.append(set_write(k, version, v))
+            versions[k] = version
+    if collect:  # a subgraph run keeps what it wrote to its parent's keys
+        out = [[collect[k], v] for _, ws in task_writes for k, v in ws if k in collect]
+        if out:
+            collect_out(out_hidden, out, version, versions, bases, writes)
+    frontier = plan.make_frontier(ck_id, ck.ns, targets)
+    record = ck.child(
+        ck_id, "loop", channel_versions=versions, channel_bases=bases, frontier=frontier
+    )
+    return NextCheckpoint(record, writes, out_hidden)
+
+
+def collect_out(
+    hidden: dict[str, Any],
+    out: list[list[Any]],
+    version: int,
+    versions: dict[str, int],
+    bases: dict[str, tuple[int, int]],
+    writes: list[ChannelWrite],
+) -> None:
+    """Append writes to a parent's keys to a subgraph run's hidden output channel, stored as
+    an append chain like a list channel (its size grows with what each step wrote)."""
+    key = plan.OUT_KEY
+    hidden[key] = [*hidden.get(key, []), *out]
+    chain = bases.get(key) or ((versions[key], 0) if key in versions else None)
+    if chain is not None and chain[1] + 1 < COMPACT_EVERY:
+        writes.append(ChannelWrite(key, version, "append", out, chain[0]))
+        bases[key] = (chain[0], chain[1] + 1)
+    else:
+        writes.append(set_write(key, version, hidden[key]))
+        bases.pop(key, None)
+    versions[key] = version

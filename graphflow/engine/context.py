@@ -1,4 +1,9 @@
-"""``NodeContext``: what a running node can see and do, and the pause signal."""
+"""``NodeContext``: what a running node can see and do, and the pause signal.
+
+A context talks to the run it belongs to only through ``RunPort``, the small protocol below:
+the run's identity and decisions, and the durable writes a node may cause (a memoized step,
+a tool dispatch, a decision record, a custom event).
+"""
 
 from __future__ import annotations
 
@@ -7,24 +12,69 @@ import inspect
 from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine, Mapping
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, NoReturn
+from typing import Any, Literal, NoReturn, Protocol
 
 import anyio
+import anyio.from_thread
+import anyio.lowlevel
+import anyio.to_thread
 
-from checkpoints.models import CallId, DecisionRecord, DispatchRecord, PauseKind, ThreadId
+from checkpoints.models import DecisionRecord, DispatchRecord
+from graphflow.engine.pauses import PauseRequest, make_pause_id
 from graphflow.errors import GraphflowError
 
-if TYPE_CHECKING:
-    from graphflow.engine.loop import Run
 
+class RunPort(Protocol):
+    """What a ``NodeContext`` asks of its run (``engine.run.Run`` provides it)."""
 
-@dataclass(frozen=True, slots=True)
-class PauseRequest:
-    """A pause a node asks for: its stable key within the task, kind and value."""
+    @property
+    def thread_id(self) -> str:
+        """The thread being run."""
+        ...
 
-    key: str
-    kind: PauseKind
-    value: Any
+    @property
+    def principal(self) -> Any:
+        """Who started or resumed the run."""
+        ...
+
+    @property
+    def decisions(self) -> Mapping[str, Any]:
+        """The decisions given to this run, by function call id."""
+        ...
+
+    @property
+    def durable(self) -> bool:
+        """Whether the run has a store (without one, nothing a node does is kept)."""
+        ...
+
+    @property
+    def token(self) -> anyio.lowlevel.EventLoopToken | None:
+        """The run's event loop, for calls from a sync node's worker thread."""
+        ...
+
+    async def save_memo(self, task_id: str, key: str, value: Any) -> None:
+        """Commit a memoized step result of a running task."""
+        ...
+
+    async def claim_dispatch(
+        self, key: str, tool: str, fingerprint: str | None
+    ) -> DispatchRecord | None:
+        """Claim a tool call: None when claimed now, else the earlier claim's record."""
+        ...
+
+    async def complete_dispatch(
+        self, key: str, status: str, result: Any, error: str | None
+    ) -> None:
+        """Record a claimed call's outcome (``succeeded`` or ``failed``)."""
+        ...
+
+    async def record_decision(self, record: DecisionRecord) -> None:
+        """Append a decision record."""
+        ...
+
+    def emit_custom(self, node: str, step: int, name: str, data: Any) -> None:
+        """Send a ``custom`` stream event."""
+        ...
 
 
 class PauseSignal(BaseException):
@@ -60,6 +110,19 @@ async def _storage() -> AsyncIterator[None]:
         raise EngineFault(e) from e
 
 
+__all__ = [
+    "DispatchOutcome",
+    "EngineFault",
+    "NodeContext",
+    "PauseRequest",
+    "PauseSignal",
+    "RunPort",
+    "current_context",
+    "interrupt",
+    "reset_current",
+    "set_current",
+]
+
 _current: contextvars.ContextVar[NodeContext] = contextvars.ContextVar("graphflow_node_ctx")
 
 
@@ -68,7 +131,7 @@ class NodeContext:
 
     def __init__(
         self,
-        run: Run,
+        run: RunPort,
         *,
         task_id: str,
         node: str,
@@ -104,14 +167,14 @@ class NodeContext:
 
     def answer(self, key: str) -> tuple[bool, Any]:
         """Whether the pause with this key (within the task) has an answer, and the answer."""
-        pid = self._run.pause_id(self.task_id, key)
+        pid = make_pause_id(self.task_id, key)
         if pid in self._answers:
             return True, self._answers[pid]
         return False, None
 
     def pause_id(self, key: str) -> str:
         """The stable id of this task's pause with ``key``."""
-        return self._run.pause_id(self.task_id, key)
+        return make_pause_id(self.task_id, key)
 
     def interrupt(self, value: Any) -> Any:
         """Pause the node with ``value``; after resume, return the answer.
@@ -154,49 +217,41 @@ class NodeContext:
 
     async def dispatch_once(
         self,
-        call_id: str,
+        key: str,
         tool: str,
         fingerprint: str | None,
         fn: Callable[[], Awaitable[Any]],
         *,
         force: bool = False,
     ) -> DispatchOutcome:
-        """Run a side effect at most once per (thread, call id) (DESIGN.md promise 4).
+        """Run a side effect at most once per (thread, ``key``) (DESIGN.md promise 4).
 
-        The claim is committed before ``fn`` runs and the outcome after. When the call was
-        already claimed, its recorded outcome is returned without running ``fn``; a claim
-        without an outcome (a crash in between) is reported as ``"unknown"`` unless ``force``
-        (a human confirmed it did not run, or the tool is idempotent) runs it again.
+        The claim is committed before ``fn`` runs (with the decision that allowed it) and the
+        outcome after. When the call was already claimed, its recorded outcome is returned
+        without running ``fn``; a claim without an outcome (a crash in between) is reported
+        as ``"unknown"`` unless ``force`` (a human confirmed it did not run, or the tool is
+        idempotent) runs it again.
         """
-        store = self._run.store
-        if store is None:
+        run = self._run
+        if not run.durable:
             return await _run_outcome(fn)
-        tid = ThreadId(self.thread_id)
-        cid = CallId(call_id)
         async with _storage():
-            # The decision that allowed this call must be durable before the call can run.
-            await self._run.flush_answers()
-            claimed = await store.claim_dispatch(
-                DispatchRecord(tid, cid, tool, fingerprint, self._run.owner)
-            )
-            rec = None if claimed else await store.get_dispatch(tid, cid)
-        if not claimed:
-            if rec is not None and rec.status != "claimed":
-                return DispatchOutcome(rec.status, rec.result, rec.error)
+            earlier = await run.claim_dispatch(key, tool, fingerprint)
+        if earlier is not None:
+            if earlier.status != "claimed":
+                return DispatchOutcome(earlier.status, earlier.result, earlier.error)
             if not force:
                 return DispatchOutcome("unknown")
         out = await _run_outcome(fn)
         async with _storage():
-            await store.complete_dispatch(
-                tid, cid, status=out.status, result=out.result, error=out.error
-            )
+            await run.complete_dispatch(key, out.status, out.result, out.error)
         return out
 
     async def record_decision(self, record: DecisionRecord) -> None:
         """Append a decision record (for example one made by a confirmation handler)."""
-        if self._run.store is not None:
+        if self._run.durable:
             async with _storage():
-                await self._run.store.put_decisions([record])
+                await self._run.record_decision(record)
 
     def has_memo(self, name: str) -> bool:
         """Whether a memoized step with this exact key was committed."""
@@ -211,11 +266,16 @@ class NodeContext:
         return anyio.from_thread.run(fn, *args, token=self._run.token)
 
 
+DispatchStatus = Literal["succeeded", "failed", "unknown"]
+"""How a dispatch ended: the call ran and returned, ran and raised, or its outcome was
+never recorded (a crash between claim and outcome)."""
+
+
 @dataclass(frozen=True, slots=True)
 class DispatchOutcome:
-    """The outcome of ``dispatch_once``: ``succeeded``, ``failed`` or ``unknown``."""
+    """The outcome of ``dispatch_once``."""
 
-    status: str
+    status: DispatchStatus
     result: Any = None
     error: str | None = None
 

@@ -4,15 +4,25 @@ from __future__ import annotations
 
 import re
 from collections.abc import Mapping
+from dataclasses import dataclass
 from typing import Any
 
-from checkpoints.models import PauseRecord, to_datetime
+from checkpoints.models import PauseKind, PauseRecord, to_datetime
 from graphflow.types import Pause, ToolConfirmationPause, ToolConfirmationRequest
 
 UNSET: Any = type("Unset", (), {"__repr__": lambda self: "UNSET"})()
 """Marks an argument that was not given (``None`` is a valid resume value)."""
 
 GATE_KINDS = ("before", "after")
+
+
+@dataclass(frozen=True, slots=True)
+class PauseRequest:
+    """A pause a node (or a gate) asks for: its stable key within the task, kind and value."""
+
+    key: str
+    kind: PauseKind
+    value: Any
 
 
 def pause_from_record(rec: PauseRecord) -> Pause:

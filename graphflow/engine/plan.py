@@ -1,14 +1,23 @@
-"""Planning, a pure function of data: task ids and the next frontier after a step."""
+"""Planning, pure functions of data (STYLE.md 4): task ids, what a step runs, where it goes.
+
+``plan_step`` decides, for a checkpoint's frontier, which tasks are reused (their completed
+records), which stay held at a gate, and which run; ``make_frontier`` turns a step's targets
+into the next checkpoint's tasks, in a deterministic order (named nodes sorted, then
+``Send``s in order); ``advance_joins`` keeps the barriers of joins. Nothing here does I/O or
+calls user code.
+"""
 
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Collection, Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
 from typing import Any
 
-from checkpoints.models import TaskId, TaskSpec
-from graphflow.builder import Branch, Edges
+from checkpoints.models import PauseRecord, TaskId, TaskRecord, TaskSpec
+from graphflow.engine.pauses import PauseRequest, make_pause_id
 from graphflow.errors import InvalidRouteError
+from graphflow.spec import Branch, Edges
 from graphflow.types import END, Send
 
 HIDDEN_PREFIX = "__gf:"
@@ -80,9 +89,9 @@ def static_targets(edges: Edges, node: str) -> list[str | Send]:
     return list(edges.static.get(node, ()))
 
 
-def branches_of(edges: Edges, node: str) -> list[Branch]:
+def branches_of(edges: Edges, node: str) -> Sequence[Branch]:
     """Conditional edges leaving a node."""
-    return edges.branches.get(node, [])
+    return edges.branches.get(node, ())
 
 
 def advance_joins(
@@ -104,3 +113,67 @@ def advance_joins(
         if now != before:
             changed[key] = now
     return fired, changed
+
+
+def child_namespace(parent_ns: str, node: str, task_id: str) -> str:
+    """The namespace of a subgraph task's run: ``<parent ns>|<node>:<task id>``."""
+    return f"{parent_ns}|{node}:{task_id}" if parent_ns else f"{node}:{task_id}"
+
+
+def in_namespace(ns: str, inner: str) -> bool:
+    """Whether namespace ``ns`` is ``inner`` or nested below it."""
+    return ns == inner or ns.startswith(inner + "|")
+
+
+@dataclass(slots=True)
+class StepPlan:
+    """What a step does with each task of its checkpoint's frontier."""
+
+    reused: list[tuple[TaskSpec, TaskRecord]] = field(default_factory=list)
+    """Tasks whose completion was committed: their writes are reused, they do not run."""
+    held: list[tuple[TaskSpec, list[PauseRecord]]] = field(default_factory=list)
+    """Subgraph tasks held by unanswered gates inside them."""
+    gates: list[tuple[TaskSpec, PauseRequest]] = field(default_factory=list)
+    """``interrupt_before`` gates not yet answered: the whole step is held."""
+    to_run: list[TaskSpec] = field(default_factory=list)
+
+
+def plan_step(
+    ns: str,
+    frontier: Sequence[TaskSpec],
+    records: Mapping[TaskId, TaskRecord],
+    answers: Collection[str],
+    before: Collection[str],
+    child_gates: Sequence[PauseRecord] = (),
+) -> StepPlan:
+    """Plan a step of namespace ``ns``: reuse completed tasks, hold tasks whose subgraph
+    waits at an unanswered gate (``child_gates``), and gate the step on any unanswered
+    ``interrupt_before`` of its tasks (``answers`` holds answered pause ids)."""
+    out = StepPlan()
+    for spec in frontier:
+        rec = records.get(spec.id)
+        if rec is not None and rec.status == "completed" and rec.writes is not None:
+            out.reused.append((spec, rec))
+            continue
+        if child_gates:
+            inner = child_namespace(ns, spec.node, spec.id)
+            mine = [p for p in child_gates if in_namespace(p.ns, inner)]
+            if mine:
+                out.held.append((spec, mine))
+                continue
+        if spec.node in before and make_pause_id(spec.id, "before") not in answers:
+            out.gates.append((spec, PauseRequest("before", "before", {"node": spec.node})))
+        out.to_run.append(spec)
+    return out
+
+
+def gated_after(
+    after: Collection[str], done: Iterable[TaskSpec], answers: Collection[str]
+) -> list[TaskSpec]:
+    """The finished tasks whose ``interrupt_after`` gate pauses at the next checkpoint (a
+    gate already answered at this one, stored by an older version, does not)."""
+    return [
+        spec
+        for spec in done
+        if spec.node in after and make_pause_id(spec.id, "after") not in answers
+    ]

@@ -1,7 +1,13 @@
-"""Running a step's tasks: async nodes in a task group, sync nodes in worker threads.
+"""``TaskRunner``: running a step's tasks and turning what nodes return or raise into outcomes.
 
-``TaskRunner`` is the part of a run (``engine.loop.Run``) that calls nodes and turns what they
-return or raise into outcomes; the run decides what to commit.
+Async nodes run as tasks of a task group; sync nodes of a parallel step make their first
+attempt in a process-wide thread pool that wakes the event loop once per batch of
+completions (so siblings that finish together are committed together, not one fsync each);
+a step's lone sync node runs inline on the sync API's private loop (a thread hop would cost
+more than most nodes) and in a worker thread under the async API. Retries follow the node's
+policies in one loop (``_run_task``), each retry's attempt count committed before its wait.
+A task that finishes while siblings still run has its record committed at once; the step
+(``StepTasks``) keeps the rest for the run to commit with the next checkpoint or the stop.
 """
 
 from __future__ import annotations
@@ -11,39 +17,35 @@ from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequenc
 from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import Any, Literal
 
 import anyio
 import anyio.abc
+import anyio.to_thread
 from pydantic import BaseModel
 
 from checkpoints.blocking import inline_io
-from checkpoints.models import (
-    CheckpointRecord,
-    CommitBatch,
-    PauseRecord,
-    TaskId,
-    TaskRecord,
-    TaskSpec,
-    now,
-)
+from checkpoints.models import CheckpointRecord, PauseRecord, TaskId, TaskRecord, TaskSpec, now
 from graphflow.engine import plan
-from graphflow.engine.context import (
-    NodeContext,
-    PauseRequest,
-    PauseSignal,
-    reset_current,
-    set_current,
-)
+from graphflow.engine.committer import Committer
+from graphflow.engine.context import NodeContext, PauseSignal, RunPort, reset_current, set_current
+from graphflow.engine.events import Emitter
+from graphflow.engine.pauses import PauseRequest
 from graphflow.errors import GraphflowError, InvalidUpdateError
 from graphflow.retry import wait_before_retry
+from graphflow.spec import GraphSpec, NodeSpec
+from graphflow.state import StateSchema
 from graphflow.types import Command
 
-if TYPE_CHECKING:
-    from checkpoints import Checkpointer
-    from graphflow.builder import NodeSpec
-    from graphflow.compiled import CompiledGraph
-    from graphflow.engine.loop import Run
+OutcomeStatus = Literal["completed", "paused", "failed"]
+"""How a task ended: its writes are ready, it stopped at pauses, or it raised."""
+
+Subgraphs = Callable[[NodeSpec, Any, NodeContext], Awaitable["Writes"]]
+"""Runs a subgraph node's child graph (``engine.subgraph``): its writes to the parent."""
+
+
+class Writes(list[tuple[str, Any]]):
+    """A node result holding several writes, possibly to one key (a subgraph's output)."""
 
 
 @dataclass(slots=True)
@@ -51,116 +53,146 @@ class Outcome:
     """What running one task produced."""
 
     spec: TaskSpec
-    status: str
+    status: OutcomeStatus
     writes: list[tuple[str, Any]] = field(default_factory=list)
     routes: list[Any] | None = None
     pauses: list[PauseRequest] = field(default_factory=list)
     nested: list[PauseRecord] = field(default_factory=list)
+    """Pause records a subgraph task's run already stored."""
     error: BaseException | None = None
     attempts: int = 1
     started_at: float = 0.0
     ended_at: float = 0.0
 
+    def record(self, checkpoint_id: str) -> TaskRecord:
+        """The task record of this outcome."""
+        return TaskRecord(
+            checkpoint_id,  # type: ignore[arg-type]
+            self.spec.id,
+            self.spec.node,
+            self.status,
+            attempts=self.attempts,
+            started_at=self.started_at,
+            ended_at=self.ended_at,
+            error=f"{type(self.error).__name__}: {self.error}" if self.error else None,
+            writes=self.writes if self.status == "completed" else None,
+            routes=self.routes,
+        )
 
-def _untraced(sig: PauseSignal) -> PauseSignal:
-    """A pause without its traceback. A pause is control flow, not an error: its traceback
-    would reference the frame that caught it, whose local holds the signal, a reference
-    cycle that keeps the whole run (state, records, context) alive until the garbage
-    collector runs, on every pause."""
-    return sig.with_traceback(None)
+
+@dataclass(slots=True)
+class StepTasks:
+    """The outcomes of a step's tasks, and their records not yet committed."""
+
+    checkpoint: CheckpointRecord
+    outcomes: dict[TaskId, Outcome] = field(default_factory=dict)
+    unstored: list[Outcome] = field(default_factory=list)
+    """Tasks that finished with the step (no sibling was left running): their records are
+    implied by the checkpoint that applies the step, and written only when needed."""
+
+    def stop_records(self) -> list[TaskRecord]:
+        """Records a step that stops (paused or failed) commits: every unstored outcome."""
+        records = [o.record(self.checkpoint.id) for o in self.unstored]
+        self.unstored = []
+        return records
+
+    def kept_records(self) -> list[TaskRecord]:
+        """Records a step that goes on commits with its next checkpoint: only those of
+        retried tasks (their attempts); the checkpoint says the others completed."""
+        records = [o.record(self.checkpoint.id) for o in self.unstored if o.attempts > 1]
+        for r in records:
+            r.writes = None
+        self.unstored = []
+        return records
 
 
 class TaskRunner:
-    """Runs tasks for a ``Run`` (which provides the attributes declared here)."""
+    """Runs the tasks of one namespace of a run (see the module docstring)."""
 
-    graph: CompiledGraph
-    store: Checkpointer | None
-    ns: str
-    values: dict[str, Any]
-    sink: Any
-    mode: str
-    answers: dict[str, Any]
-    _unflushed: list[TaskRecord]
-    _unrecorded: list[Outcome]
-    _running: int
-    _flush_lock: anyio.Lock | None
-
-    def _emit(self, type_: str, node: str | None, step: int | None, data: Any) -> None:
-        raise NotImplementedError
-
-    def _node_path(self, node: str) -> str:
-        raise NotImplementedError
-
-    async def _commit(self, batch: CommitBatch, *, last: bool = False) -> None:
-        raise NotImplementedError
-
-    async def _run_tasks(
+    def __init__(
         self,
-        specs: list[TaskSpec],
+        spec: GraphSpec,
+        port: RunPort,
+        committer: Committer | None,
+        emitter: Emitter,
+        subgraphs: Subgraphs,
+        *,
+        ns: str,
+        path_prefix: str,
+    ):
+        self.spec = spec
+        self.port = port
+        self.committer = committer
+        self.emitter = emitter
+        self.subgraphs = subgraphs
+        self.ns = ns
+        self.path_prefix = path_prefix
+        self._lock: anyio.Lock | None = None  # orders commits of sibling tasks
+
+    async def run_step(
+        self,
+        specs: Sequence[TaskSpec],
         step: int,
         ck: CheckpointRecord,
+        view: Any,
         memos: Mapping[TaskId, dict[str, Any]],
         records: Mapping[TaskId, TaskRecord],
-        outcomes: dict[TaskId, Outcome],
-    ) -> None:
-        """Run a step's tasks: async nodes as tasks of a task group, sync nodes in threads.
+        answers: Mapping[str, Any],
+    ) -> StepTasks:
+        """Run ``specs`` (tasks of ``ck``'s frontier) and return their outcomes."""
+        out = StepTasks(ck)
 
-        A step with a single task calls a sync node directly on the sync API's private
-        event loop (``inline_io``): a thread hop costs more than most nodes, and nothing
-        else shares that loop. On the caller's loop (the async API) it runs in a worker
-        thread, so the loop never waits for the node.
-        """
-        view = self.graph.schema.view(self.values) if any(not s.has_arg for s in specs) else None
-
-        def job(spec: TaskSpec) -> _Job:
-            rec = records.get(spec.id)
+        def job(s: TaskSpec) -> _Job:
+            rec = records.get(s.id)
             prior = rec.attempts if rec is not None else 0
             # A record left "running" is a retry that a crash interrupted: its budget goes on.
             spent = prior if rec is not None and rec.status == "running" else 0
-            return _Job(spec, step, view, dict(memos.get(spec.id, {})), prior, spent, ck)
+            state = s.arg if s.has_arg else view
+            return _Job(s, step, state, dict(memos.get(s.id, {})), prior, spent, ck, answers)
 
         if len(specs) == 1:
-            self._running = 1
             o = await self._run_task(job(specs[0]), inline=inline_io.get())
-            outcomes[o.spec.id] = o
-            self._running = 0
-            self._unrecorded.append(o)  # its record is made only if the step needs it
-            return
-        self._running = len(specs)
+            out.outcomes[o.spec.id] = o
+            out.unstored.append(o)
+            return out
+        running = len(specs)
 
         async def finished(*done: Outcome) -> None:
+            nonlocal running
             for o in done:
-                outcomes[o.spec.id] = o
-                self._unflushed.append(self._record(ck, o))
-            self._running -= len(done)
-            if self._running > 0:
-                await self._flush()
+                out.outcomes[o.spec.id] = o
+                out.unstored.append(o)
+            running -= len(done)
+            if running > 0 and self.committer is not None:  # siblings still run: commit now
+                async with self._ordered():
+                    batch = [o.record(ck.id) for o in out.unstored]
+                    out.unstored = []
+                    await self.committer.task_records(self.ns, batch)
 
-        sync = [s for s in specs if not self.graph.nodes[s.node].is_async]
+        sync = [job(s) for s in specs if not self.spec.nodes[s.node].is_async]
         async with task_group() as tg:
-            for spec in specs:
-                if self.graph.nodes[spec.node].is_async:
-                    tg.start_soon(self._async_job, job(spec), finished)
+            for s in specs:
+                if self.spec.nodes[s.node].is_async:
+                    tg.start_soon(self._async_job, job(s), finished)
             if sync:
-                await self._sync_jobs([job(s) for s in sync], finished, tg)
+                await self._sync_jobs(sync, finished, tg)
+        return out
+
+    def _ordered(self) -> anyio.Lock:
+        if self._lock is None:
+            self._lock = anyio.Lock()
+        return self._lock
 
     async def _async_job(
-        self,
-        job: _Job,
-        finished: Callable[..., Awaitable[None]],
-        first: _Attempt | None = None,
+        self, job: _Job, finished: Callable[..., Awaitable[None]], first: _Attempt | None = None
     ) -> None:
         await finished(await self._run_task(job, inline=False, first=first))
 
     async def _sync_jobs(
-        self,
-        jobs: list[_Job],
-        finished: Callable[..., Awaitable[None]],
-        tg: anyio.abc.TaskGroup,
+        self, jobs: list[_Job], finished: Callable[..., Awaitable[None]], tg: anyio.abc.TaskGroup
     ) -> None:
-        """Run the first attempts of sync nodes in a thread pool, waking the loop once per
-        batch of completions; a failed attempt that may be retried goes on in its own task
-        of the step (``_run_task``), so its wait holds up no sibling."""
+        """First attempts of sync nodes in the node pool; a failed attempt that may be
+        retried goes on in its own task of the step, so its wait holds up no sibling."""
         pool = _node_pool()
         by_future = {
             pool.submit(contextvars.copy_context().run, self._thread_attempt, j): j for j in jobs
@@ -180,55 +212,29 @@ class TaskRunner:
             if ready:
                 await finished(*sorted(ready, key=lambda o: o.spec.node))
 
-    async def _flush(self) -> None:
-        """Commit the records of tasks that finished while siblings still run."""
-        if self._flush_lock is None:
-            self._flush_lock = anyio.Lock()
-        async with self._flush_lock:
-            if not self._unflushed:
-                return
-            batch, self._unflushed = self._unflushed, []
-            await self._commit(CommitBatch(ns=self.ns, tasks=batch))
-
-    def _record(self, ck: CheckpointRecord, o: Outcome) -> TaskRecord:
-        return TaskRecord(
-            ck.id,
-            o.spec.id,
-            o.spec.node,
-            o.status,  # type: ignore[arg-type]
-            attempts=o.attempts,
-            started_at=o.started_at,
-            ended_at=o.ended_at,
-            error=f"{type(o.error).__name__}: {o.error}" if o.error is not None else None,
-            writes=o.writes if o.status == "completed" else None,
-            routes=o.routes,
-        )
-
+    # -- one task ------------------------------------------------------------------------------
     def _context(self, job: _Job) -> NodeContext:
-        run: Run = self  # type: ignore[assignment]  # a TaskRunner is always the base of a Run
         return NodeContext(
-            run,
+            self.port,
             task_id=job.spec.id,
-            node=self._node_path(job.spec.node),
+            node=f"{self.path_prefix}{job.spec.node}",
             step=job.step,
-            answers=self.answers,
+            answers=job.answers,
             memos=job.memos,
             attempt=job.attempts,
         )
 
     def _retry_wait(self, job: _Job, error: BaseException | None) -> float | None:
         """Seconds to wait before retrying a failed attempt, or None: do not retry."""
-        node = self.graph.nodes[job.spec.node]
+        node = self.spec.nodes[job.spec.node]
         if not node.retry or error is None or isinstance(error, PauseSignal | GraphflowError):
             return None
         return wait_before_retry(node.retry, error, job.attempts - job.prior + job.spent)
 
     async def _run_task(self, job: _Job, *, inline: bool, first: _Attempt | None = None) -> Outcome:
-        """Run a task, retrying it by its node's policy; ``first``: its first attempt, made
-        in the node pool. The one retry loop: each retry's attempt count is committed
-        before the wait, so a crash does not reset the budget."""
-        node = self.graph.nodes[job.spec.node]
-        state = job.spec.arg if job.spec.has_arg else job.view
+        """Run a task, retrying it by its node's policies; ``first``: its first attempt,
+        made in the node pool."""
+        node = self.spec.nodes[job.spec.node]
         while True:
             if first is not None:
                 attempt, first = first, None
@@ -238,7 +244,7 @@ class TaskRunner:
                 self._task_start(ctx, job)
                 attempt = _Attempt(ctx)
                 try:
-                    attempt.result = await self._call(node, state, ctx, inline)
+                    attempt.result = await self._call(node, job.state, ctx, inline)
                 except PauseSignal as e:
                     attempt.error = _untraced(e)
                 except Exception as e:
@@ -246,38 +252,21 @@ class TaskRunner:
             wait = self._retry_wait(job, attempt.error)
             if wait is None:
                 return self._finish(attempt, job)
-            await self._record_attempt(job, attempt.error)
+            if self.committer is not None:  # its attempts, before the wait (a crash keeps them)
+                async with self._ordered():
+                    await self.committer.task_records(self.ns, [job.retrying(attempt.error)])
             await anyio.sleep(wait)
-
-    async def _record_attempt(self, job: _Job, error: BaseException | None) -> None:
-        """Commit a task's attempts before it waits to retry (its record stays "running")."""
-        if self.store is None:
-            return
-        rec = TaskRecord(
-            job.checkpoint.id,
-            job.spec.id,
-            job.spec.node,
-            "running",
-            attempts=job.attempts,
-            started_at=job.started,
-            error=f"{type(error).__name__}: {error}" if error is not None else None,
-        )
-        if self._flush_lock is None:
-            self._flush_lock = anyio.Lock()
-        async with self._flush_lock:  # (sibling records may be committed meanwhile)
-            await self._commit(CommitBatch(ns=self.ns, tasks=[rec]))
 
     def _thread_attempt(self, job: _Job) -> _Attempt:
         """One attempt of a sync node, run in a worker thread of the node pool."""
-        node = self.graph.nodes[job.spec.node]
-        state = job.spec.arg if job.spec.has_arg else job.view
+        node = self.spec.nodes[job.spec.node]
         job.attempts += 1
         ctx = self._context(job)
         self._task_start(ctx, job)
         attempt = _Attempt(ctx)
         token = set_current(ctx)
         try:
-            attempt.result = node.fn(state, ctx) if node.takes_ctx else node.fn(state)
+            attempt.result = node.fn(job.state, ctx) if node.takes_ctx else node.fn(job.state)
         except PauseSignal as e:
             attempt.error = _untraced(e)
         except Exception as e:
@@ -286,42 +275,9 @@ class TaskRunner:
             reset_current(token)
         return attempt
 
-    def _task_start(self, ctx: NodeContext, job: _Job) -> None:
-        if self.sink is not None and self.mode == "debug":
-            data = {"task_id": job.spec.id, "attempt": ctx.attempt}
-            self._emit("task_start", ctx.node, job.step, data)
-
-    def _finish(self, attempt: _Attempt, job: _Job) -> Outcome:
-        """The outcome of a task's last attempt."""
-        spec, exc = job.spec, attempt.error
-        if isinstance(exc, PauseSignal):
-            o = Outcome(spec, "paused", pauses=exc.pauses, nested=exc.records)
-        elif exc is not None:
-            o = Outcome(spec, "failed", error=exc)
-        else:
-            try:
-                writes, routes = self._normalize(spec.node, attempt.result)
-                o = Outcome(spec, "completed", writes, routes)
-            except GraphflowError as e:
-                o = Outcome(spec, "failed", error=e)
-        o.attempts = job.attempts
-        o.started_at = job.started
-        o.ended_at = now()
-        if self.sink is not None and self.mode == "debug":
-            data = {"task_id": spec.id, "status": o.status, "writes": self._as_update(o.writes)}
-            self._emit("task_end", attempt.ctx.node, job.step, data)
-        return o
-
-    def _as_update(self, writes: Sequence[tuple[str, Any]]) -> dict[str, Any]:
-        """A task's writes as one update: repeated keys (a subgraph's) through the reducer."""
-        out: dict[str, Any] = {}
-        for k, v in writes:
-            ch = self.graph.schema.channels.get(k)
-            reducer = ch.reducer if ch is not None else None
-            out[k] = reducer(out[k], v) if k in out and reducer is not None else v
-        return out
-
     async def _call(self, node: NodeSpec, state: Any, ctx: NodeContext, inline: bool) -> Any:
+        if node.subgraph is not None:
+            return await self.subgraphs(node, state, ctx)
         fn = node.fn
         args = (state, ctx) if node.takes_ctx else (state,)
         token = set_current(ctx)
@@ -334,17 +290,48 @@ class TaskRunner:
         finally:
             reset_current(token)
 
-    def _normalize(self, node: str, result: Any) -> tuple[list[tuple[str, Any]], list[Any] | None]:
+    def _task_start(self, ctx: NodeContext, job: _Job) -> None:
+        if self.emitter.debug:
+            data = {"task_id": job.spec.id, "attempt": ctx.attempt}
+            self.emitter.emit("task_start", ctx.node, job.step, data)
+
+    def _finish(self, attempt: _Attempt, job: _Job) -> Outcome:
+        """The outcome of a task's last attempt."""
+        spec, exc = job.spec, attempt.error
+        if isinstance(exc, PauseSignal):
+            o = Outcome(spec, "paused", pauses=exc.pauses, nested=exc.records)
+        elif exc is not None:
+            o = Outcome(spec, "failed", error=exc)
+        else:
+            try:
+                writes, routes = self.normalize(spec.node, attempt.result)
+                o = Outcome(spec, "completed", writes, routes)
+            except GraphflowError as e:
+                o = Outcome(spec, "failed", error=e)
+        o.attempts = job.attempts
+        o.started_at = job.started
+        o.ended_at = now()
+        if self.emitter.debug:
+            data = {
+                "task_id": spec.id,
+                "status": o.status,
+                "writes": as_update(self.spec.schema, o.writes),
+            }
+            self.emitter.emit("task_end", attempt.ctx.node, job.step, data)
+        return o
+
+    def normalize(self, node: str, result: Any) -> tuple[list[tuple[str, Any]], list[Any] | None]:
+        """A node's return value as checked writes and, for a ``Command``, its routes."""
         routes: list[Any] | None = None
         if isinstance(result, Command):
             if result.goto is not None:
                 routes = plan.normalize_targets(
-                    result.goto, self.graph.nodes, f"Command.goto of node {node!r}"
+                    result.goto, self.spec.nodes, f"Command.goto of node {node!r}"
                 )
             result = result.update
         if result is None:
             return [], routes
-        schema = self.graph.schema
+        schema = self.spec.schema
         if type(result) is dict:  # the usual result: skip the checks below
             return list(schema.checked_update(result, node).items()), routes
         if isinstance(result, Writes):
@@ -359,11 +346,23 @@ class TaskRunner:
             )
         return list(schema.checked_update(result, node).items()), routes
 
-    # -- ending a step ------------------------------------------------------------------------
+
+def as_update(schema: StateSchema, writes: Sequence[tuple[str, Any]]) -> dict[str, Any]:
+    """A task's writes as one update: repeated keys (a subgraph's) through the reducer."""
+    out: dict[str, Any] = {}
+    for k, v in writes:
+        ch = schema.channels.get(k)
+        reducer = ch.reducer if ch is not None else None
+        out[k] = reducer(out[k], v) if k in out and reducer is not None else v
+    return out
 
 
-class Writes(list[tuple[str, Any]]):
-    """A node result holding several writes, possibly to one key (a subgraph's output)."""
+def _untraced(sig: PauseSignal) -> PauseSignal:
+    """A pause without its traceback. A pause is control flow, not an error: its traceback
+    would reference the frame that caught it, whose local holds the signal, a reference
+    cycle that keeps the whole run (state, records, context) alive until the garbage
+    collector runs, on every pause."""
+    return sig.with_traceback(None)
 
 
 @asynccontextmanager
@@ -392,22 +391,35 @@ def _leaves(group: BaseExceptionGroup[BaseException]) -> list[BaseException]:
 
 @dataclass(slots=True)
 class _Job:
-    """What a task needs to run: its spec, step, the state it sees and its memos, and its
-    attempts (``prior``: made by earlier runs; ``spent``: of those, the ones that count
-    against this run's retry budget)."""
+    """What a task needs to run: its spec, step, the state it sees, its memos and the
+    answers of the run, and its attempts (``prior``: made by earlier runs; ``spent``: of
+    those, the ones that count against this run's retry budget)."""
 
     spec: TaskSpec
     step: int
-    view: Any
+    state: Any
     memos: dict[str, Any]
     prior: int
     spent: int
     checkpoint: CheckpointRecord
+    answers: Mapping[str, Any]
     attempts: int = 0
     started: float = field(default_factory=now)
 
     def __post_init__(self) -> None:
         self.attempts = self.prior
+
+    def retrying(self, error: BaseException | None) -> TaskRecord:
+        """The record committed before a retry's wait: its attempts so far."""
+        return TaskRecord(
+            self.checkpoint.id,
+            self.spec.id,
+            self.spec.node,
+            "running",
+            attempts=self.attempts,
+            started_at=self.started,
+            error=f"{type(error).__name__}: {error}" if error is not None else None,
+        )
 
 
 @dataclass(slots=True)
@@ -423,7 +435,7 @@ _POOL: list[ThreadPoolExecutor] = []
 
 
 def _node_pool() -> ThreadPoolExecutor:
-    """The process-wide pool sync nodes of parallel steps run in."""
+    """The process-wide pool sync nodes of parallel steps make their first attempt in."""
     if not _POOL:
         _POOL.append(ThreadPoolExecutor(max_workers=32, thread_name_prefix="graphflow-node"))
     return _POOL[0]

@@ -1,94 +1,107 @@
-"""The sync API's event loop: one per calling thread, the first made ahead in a new process.
-
-The lease keeper's thread starts while a SQLite store opens its file and makes a spare event
-loop there; the first sync call takes it instead of making one (a resumed run's head start).
-"""
+"""The sync API's event loop: one per calling thread, kept between calls, never inherited."""
 
 from __future__ import annotations
 
 import subprocess
 import sys
 import textwrap
+import threading
 from pathlib import Path
+from typing import Any, TypedDict
+
+import anyio
+import pytest
+
+from graphflow import END, START, StateGraph, _sync
 
 
-def _run(code: str, tmp_path: Path) -> str:
-    out = subprocess.run(
-        [sys.executable, "-c", textwrap.dedent(code), str(tmp_path / "s.db")],
-        capture_output=True,
-        text=True,
-        timeout=60,
+class S(TypedDict):
+    n: int
+
+
+def _graph() -> Any:
+    b = StateGraph(S).add_node("inc", lambda s: {"n": s["n"] + 1})
+    return b.add_edge(START, "inc").add_edge("inc", END).compile()
+
+
+def _loop() -> Any:
+    return _sync._local.runner.loop
+
+
+def test_invoke_and_stream_share_this_threads_loop_between_calls() -> None:
+    g = _graph()
+    assert g.invoke({"n": 1}).state["n"] == 2
+    first = _loop()
+    assert [e.type for e in g.stream({"n": 1})][-1] == "done"
+    assert g.invoke({"n": 5}).state["n"] == 6
+    assert _loop() is first and not first.is_closed()
+
+
+def test_each_thread_has_its_own_loop() -> None:
+    g = _graph()
+    g.invoke({"n": 0})
+    mine = _loop()
+    theirs: list[Any] = []
+
+    def other() -> None:
+        g.invoke({"n": 0})
+        theirs.append(_loop())
+
+    t = threading.Thread(target=other)
+    t.start()
+    t.join()
+    assert theirs and theirs[0] is not mine
+
+
+def test_a_sync_call_inside_a_running_loop_names_the_async_method() -> None:
+    g = _graph()
+
+    async def inside() -> None:
+        with pytest.raises(RuntimeError, match=r"invoke\(\) cannot be called.*ainvoke"):
+            g.invoke({"n": 0})
+        with pytest.raises(RuntimeError, match=r"stream\(\) cannot be called.*astream"):
+            g.stream({"n": 0})
+
+    anyio.run(inside)
+
+
+def test_breaking_out_of_a_stream_cancels_its_run_and_the_loop_goes_on() -> None:
+    g = _graph()
+    for ev in g.stream({"n": 1}, mode="debug"):
+        if ev.type == "task_start":
+            break
+    assert g.invoke({"n": 1}).state["n"] == 2
+
+
+def test_a_forked_child_makes_its_own_loop(tmp_path: Path) -> None:
+    code = textwrap.dedent(
+        """
+        import os
+        from typing import TypedDict
+        from graphflow import END, START, StateGraph, _sync
+
+        class S(TypedDict):
+            n: int
+
+        b = StateGraph(S).add_node("inc", lambda s: {"n": s["n"] + 1})
+        g = b.add_edge(START, "inc").add_edge("inc", END).compile()
+        assert g.invoke({"n": 1}).state["n"] == 2
+        parent = _sync._local.runner.loop
+        pid = os.fork()
+        if pid == 0:
+            code = 1
+            try:
+                assert g.invoke({"n": 1}).state["n"] == 2
+                assert _sync._local.runner.loop is not parent
+                code = 0
+            finally:
+                os._exit(code)
+        _, status = os.waitpid(pid, 0)
+        assert os.waitstatus_to_exitcode(status) == 0
+        assert g.invoke({"n": 1}).state["n"] == 2 and _sync._local.runner.loop is parent
+        print("ok")
+        """
     )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
     assert out.returncode == 0, out.stderr
-    return out.stdout.strip()
-
-
-PRELUDE = """
-    import os, sys, time
-    from typing import TypedDict
-    from checkpoints import SqliteCheckpointer
-    from graphflow import END, START, StateGraph, _sync
-
-    class S(TypedDict):
-        n: int
-
-    def graph(cp):
-        b = StateGraph(S)
-        b.add_node("inc", lambda s: {"n": s["n"] + 1})
-        b.add_edge(START, "inc")
-        b.add_edge("inc", END)
-        return b.compile(checkpointer=cp)
-
-    def wait_for_spare():
-        deadline = time.time() + 10
-        while not _sync._spare and time.time() < deadline:
-            time.sleep(0.01)
-        assert _sync._spare, "no spare loop was made"
-        return _sync._spare[0]
-"""
-
-
-def test_the_first_sync_call_takes_the_loop_made_ahead(tmp_path: Path) -> None:
-    out = _run(
-        PRELUDE
-        + """
-    cp = SqliteCheckpointer(sys.argv[1])  # starts the keeper, which makes the spare
-    spare = wait_for_spare()
-    g = graph(cp)
-    assert g.invoke({"n": 1}, thread_id="t").state["n"] == 2
-    assert _sync._local.runner.loop is spare and not _sync._spare
-    assert g.invoke({"n": 5}, thread_id="u").state["n"] == 6  # the same loop again
-    assert _sync._local.runner.loop is spare
-    print("ok")
-    """,
-        tmp_path,
-    )
-    assert out == "ok"
-
-
-def test_a_forked_child_never_uses_its_parents_spare_loop(tmp_path: Path) -> None:
-    out = _run(
-        PRELUDE
-        + """
-    cp = SqliteCheckpointer(sys.argv[1])
-    spare = wait_for_spare()
-    pid = os.fork()
-    if pid == 0:
-        code = 1
-        try:
-            assert not _sync._spare and _sync._forked == [spare]
-            child = graph(SqliteCheckpointer(sys.argv[1]))
-            assert child.invoke({"n": 1}, thread_id="c").state["n"] == 2
-            assert _sync._local.runner.loop is not spare
-            code = 0
-        finally:
-            os._exit(code)
-    _, status = os.waitpid(pid, 0)
-    assert os.waitstatus_to_exitcode(status) == 0
-    assert graph(cp).invoke({"n": 1}, thread_id="p").state["n"] == 2  # the parent's is fine
-    assert _sync._local.runner.loop is spare
-    print("ok")
-    """,
-        tmp_path,
-    )
-    assert out == "ok"
+    assert out.stdout.strip() == "ok"

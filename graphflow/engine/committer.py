@@ -1,0 +1,138 @@
+"""``Committer``: the one place a run writes to its store (DESIGN.md promises 2, 3, 4).
+
+A run and its subgraph runs share one committer. It alone calls ``store.commit``, and it
+owns what every commit must get right:
+
+- the lease: a new input's first commit takes it in the same transaction (``take_lease``);
+  the run's last commit of the root namespace gives it up (``last=True``); a commit fenced
+  off by another runner (``LeaseHeldError``, ``LeaseLostError``, ``HeadConflictError``) is
+  ``ThreadBusyError``;
+- the answers a resume brings: they ride with the run's first commit (one fsync fewer), or
+  are written at once when a side effect must see them durable (``flush_answers``);
+- the records written while a step runs: finished siblings' records, memoized steps, the
+  attempts of a task about to be retried, the claim and outcome of a tool dispatch.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Sequence
+from typing import Any
+
+import anyio
+
+from checkpoints.base import Checkpointer
+from checkpoints.errors import HeadConflictError, LeaseHeldError, LeaseLostError
+from checkpoints.models import (
+    AnswerRecord,
+    CallId,
+    CheckpointId,
+    CommitBatch,
+    DecisionRecord,
+    DispatchRecord,
+    MemoRecord,
+    TaskId,
+    TaskRecord,
+    ThreadId,
+    ThreadUpdate,
+)
+from graphflow.errors import ThreadBusyError
+
+
+class Committer:
+    """Commits of one run of ``thread_id`` on ``store`` under the lease of ``owner``."""
+
+    def __init__(self, store: Checkpointer, thread_id: ThreadId, owner: str, lease_ttl: float):
+        self.store = store
+        self.thread_id = thread_id
+        self.owner = owner
+        self.lease_ttl = lease_ttl
+        self.take_lease = False
+        """The next commit takes the thread's lease (a new input's first commit)."""
+        self.released = False
+        """The run's last commit gave the lease up."""
+        self._answers: list[AnswerRecord] = []
+
+    # -- answers ---------------------------------------------------------------------------
+    def hold_answers(self, answers: Sequence[AnswerRecord]) -> None:
+        """Answers to write with the run's next commit."""
+        self._answers = [*self._answers, *answers]
+
+    @property
+    def held_answers(self) -> Sequence[AnswerRecord]:
+        """Answers taken but not yet written."""
+        return self._answers
+
+    async def flush_answers(self) -> None:
+        """Write the held answers now (before a side effect that must see them durable)."""
+        if self._answers:
+            await self.commit(CommitBatch())
+
+    # -- commits ---------------------------------------------------------------------------
+    async def commit(self, batch: CommitBatch, *, last: bool = False) -> None:
+        """Commit ``batch`` under the lease; ``last`` (root namespace) gives the lease up in
+        the same transaction."""
+        if self.take_lease:
+            batch.acquire_ttl = self.lease_ttl
+        answers, self._answers = self._answers, []
+        if answers:
+            batch.answers = [*answers, *batch.answers]
+        batch.release = last and batch.ns == ""
+        try:
+            await self.store.commit(self.thread_id, self.owner, batch)
+        except LeaseHeldError as e:
+            raise ThreadBusyError(self.thread_id, e.owner) from e
+        except (LeaseLostError, HeadConflictError) as e:
+            raise ThreadBusyError(self.thread_id, None) from e
+        except BaseException:
+            self._answers = [*answers, *self._answers]  # not written: keep them
+            raise
+        self.take_lease = False
+        self.released = batch.release
+
+    async def task_records(self, ns: str, records: Sequence[TaskRecord]) -> None:
+        """Commit records of tasks that finished (or will be retried) while siblings run."""
+        if records:
+            await self.commit(CommitBatch.records(ns, tasks=records))
+
+    async def memo(
+        self, ns: str, checkpoint_id: CheckpointId, task_id: str, key: str, value: Any
+    ) -> None:
+        """Commit a memoized step result of a running task (``ctx.step_once``)."""
+        memo = MemoRecord(checkpoint_id, TaskId(task_id), key, value)
+        await self.commit(CommitBatch.records(ns, memos=[memo]))
+
+    async def mark_failed(self, graph_name: str | None) -> bool:
+        """Leave the thread ``failed`` and give the lease up, best effort (after an error
+        that stopped the run); whether that was written."""
+        batch = CommitBatch.records("", thread=ThreadUpdate("failed", (), graph_name))
+        with anyio.CancelScope(shield=True), contextlib.suppress(Exception):
+            await self.commit(batch, last=True)
+            return True
+        return False
+
+    # -- decisions and dispatch -------------------------------------------------------------
+    async def decisions(self, records: Sequence[DecisionRecord]) -> None:
+        """Append decision records (they need no lease)."""
+        if records:
+            await self.store.put_decisions(records)
+
+    async def claim_dispatch(
+        self, key: str, tool: str, fingerprint: str | None
+    ) -> DispatchRecord | None:
+        """Claim a tool call before it runs, the decision that allowed it durable first:
+        None when this run claimed it, else the existing record (claimed earlier)."""
+        await self.flush_answers()
+        record = DispatchRecord(self.thread_id, CallId(key), tool, fingerprint, self.owner)
+        if await self.store.claim_dispatch(record):
+            return None
+        found = await self.store.get_dispatch(self.thread_id, CallId(key))
+        return found if found is not None else record
+
+    async def complete_dispatch(
+        self, key: str, status: str, result: Any, error: str | None
+    ) -> None:
+        """Record a claimed call's outcome."""
+        await self.store.complete_dispatch(
+            self.thread_id, CallId(key), status=status, result=result, error=error
+        )

@@ -1,0 +1,174 @@
+"""``execute``: one ``invoke``/``stream`` call on a thread, from its lease to its result.
+
+A resume takes the lease and reads everything the resumed step needs in one transaction
+(``Checkpointer.resume_thread``); a new input's first commit takes the lease with it
+(``Committer.take_lease``). The lease is renewed while the run works (``lease.held``) and
+given up by its last commit. A run that stops on an error leaves the thread ``failed``,
+never ``running`` without a live owner (damage excepted: nothing more is written to a damaged
+file); ``invoke(None)`` continues a failed thread from its last checkpoint.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from anyio.streams.memory import MemoryObjectSendStream
+
+from checkpoints.base import Checkpointer
+from checkpoints.errors import CorruptCheckpointError, LeaseHeldError
+from checkpoints.lease import new_owner
+from checkpoints.models import CheckpointId, CheckpointRecord, ResumePoint, ThreadId
+from graphflow.decisions import Decision
+from graphflow.engine import lease, start
+from graphflow.engine.committer import Committer
+from graphflow.engine.context import EngineFault
+from graphflow.engine.events import Emitter
+from graphflow.engine.pauses import UNSET
+from graphflow.engine.run import Run
+from graphflow.errors import (
+    InvalidArgumentError,
+    ThreadBusyError,
+    ThreadCancelledError,
+    ThreadNotFoundError,
+    ThreadPausedError,
+)
+from graphflow.spec import GraphSpec
+from graphflow.types import Event, RunResult, StreamMode
+from graphflow.validate import check_resumable
+
+
+async def execute(
+    spec: GraphSpec,
+    store: Checkpointer | None,
+    thread_id: str,
+    input: Any,
+    *,
+    resume: Any = UNSET,
+    decisions: Mapping[str, Decision] | None = None,
+    checkpoint_id: str | None = None,
+    principal: Any = None,
+    recursion_limit: int = 100,
+    sink: MemoryObjectSendStream[Event] | None = None,
+    mode: StreamMode = "values",
+) -> RunResult:
+    """Run the thread until its frontier is empty or it pauses (API.md, "Running").
+
+    ``decisions`` must have been checked (``engine.answers.check_decisions``); ``sink``
+    receives the stream's events.
+    """
+    if input is not None and (resume is not UNSET or decisions):
+        raise InvalidArgumentError(
+            "give either an input (a new run) or resume=/decisions= (answers), not both"
+        )
+    tid = ThreadId(thread_id)
+    emitter = Emitter(sink, mode, tid)
+    options: dict[str, Any] = {
+        "principal": principal,
+        "decisions": decisions,
+        "recursion_limit": recursion_limit,
+    }
+    try:
+        if store is None:
+            check_resumable(spec)
+            run = Run(spec, None, tid, committer=None, emitter=emitter, **options)
+            return await _run(run, input, resume, checkpoint_id, None)
+        owner = new_owner()
+        committer = Committer(store, tid, owner, spec.lease_ttl)
+        run = Run(spec, store, tid, committer=committer, emitter=emitter, **options)
+        point = await _enter(run, committer, input, resume, checkpoint_id)
+        async with lease.held(store, tid, owner, spec.lease_ttl, lambda: committer.released):
+            try:
+                return await _run(run, input, resume, checkpoint_id, point)
+            except CorruptCheckpointError:
+                raise  # damage: write nothing more to the file
+            except Exception:
+                th = run.thread
+                running = th is not None and th.status == "running" and not committer.released
+                if running and await committer.mark_failed(spec.name):
+                    assert th is not None
+                    th.status = "failed"
+                raise
+    except EngineFault as fault:  # the engine's own storage failed while a node ran
+        raise fault.error from fault.error.__cause__
+
+
+async def _enter(
+    run: Run, committer: Committer, input: Any, resume: Any, checkpoint_id: str | None
+) -> ResumePoint | None:
+    """Take the lease of a resumed thread (reading what its step needs, in one transaction)
+    or prepare a new input's first commit to take it."""
+    store, tid, spec = committer.store, run.thread_id, run.spec
+    if input is not None:
+        committer.take_lease = True
+        run.thread = await store.get_thread(tid)
+        return None
+    try:
+        if checkpoint_id is None:
+            point = await store.resume_thread(tid, committer.owner, spec.lease_ttl)
+            if point is None:
+                raise ThreadNotFoundError(tid)
+            run.thread = point.thread
+            return point
+        existing = await store.get_thread(tid)
+        if existing is None or existing.head is None:
+            raise ThreadNotFoundError(tid)
+        run.thread = await store.acquire_lease(
+            tid, committer.owner, spec.lease_ttl, graph_name=spec.name
+        )
+        return None
+    except LeaseHeldError as e:
+        answering = resume is not UNSET or bool(run.decisions)
+        raise ThreadBusyError(tid, e.owner, answering=answering) from e
+
+
+async def _run(
+    run: Run, input: Any, resume: Any, checkpoint_id: str | None, point: ResumePoint | None
+) -> RunResult:
+    """Start the run (a new input, a fork, or the answers of a resume) and loop."""
+    store, thread = run.store, run.thread
+    head: CheckpointRecord | None = None
+    if store is not None and thread is not None:
+        ck_id = checkpoint_id or thread.head
+        if point is not None:
+            head = point.checkpoint
+            run.spec.schema.check_loaded(point.channels, run.thread_id, head.id)
+            run.set_values(point.channels)
+        elif ck_id is not None:
+            head = await store.get_checkpoint(run.thread_id, "", CheckpointId(ck_id))
+            if head is None and checkpoint_id is None:
+                raise CorruptCheckpointError(
+                    f"thread {run.thread_id!r}: head checkpoint {ck_id!r} is missing",
+                    thread_id=run.thread_id,
+                    checkpoint_id=ck_id,
+                )
+            if head is None:
+                raise InvalidArgumentError(f"thread {run.thread_id!r} has no checkpoint {ck_id!r}")
+            await run.load_values(head)
+    elif input is None:
+        raise ThreadNotFoundError(run.thread_id)
+    forking = checkpoint_id is not None and thread is not None and checkpoint_id != thread.head
+    if input is not None:
+        paused = thread is not None and thread.status == "paused" and thread.pending_pause_ids
+        if paused and not forking:
+            assert thread is not None
+            raise ThreadPausedError(run.thread_id, thread.pending_pause_ids)
+        await start.start_input(run, input, head, forking=forking)
+        return await run.loop(fresh=True)
+    assert head is not None and thread is not None
+    if forking:
+        await start.fork(run, head)
+        return await run.loop(fresh=True)
+    if thread.status == "cancelled":
+        raise ThreadCancelledError(run.thread_id)
+    run.checkpoint = head
+    early = await start.take_answers(
+        run,
+        resume,
+        point.pauses if point is not None else None,
+        point.answers if point is not None else None,
+    )
+    if early is not None:
+        return early
+    first = (point.tasks, point.memos) if point is not None else None
+    return await run.loop(fresh=False, first=first)

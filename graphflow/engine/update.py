@@ -1,0 +1,418 @@
+"""``update_state``: writing to a thread's state from outside a run, as LangGraph does.
+
+The update counts as a write of a node (``as_node``, or else the node that wrote the
+checkpoint's step) and that node's edges are evaluated again on the new state. When they
+lead to the tasks the checkpoint already has (same nodes, same ``Send`` arguments), those
+tasks are kept as they are, with their committed records, memoized steps (an agent's model
+answers) and pending pauses; otherwise the new frontier replaces them. ``checkpoint_id``
+forks from an older checkpoint, or names a subgraph's checkpoint: the update is made in
+that namespace and the parent's pending task continues the subgraph from it. An update
+never leaves a thread ``running``: a thread with pending work and no pending pause after an
+update is ``paused`` (``invoke(None)`` continues it). Each update is one transaction.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from checkpoints.base import Checkpointer
+from checkpoints.errors import CorruptCheckpointError, LeaseHeldError
+from checkpoints.lease import new_owner
+from checkpoints.models import (
+    CheckpointId,
+    CheckpointRecord,
+    CommitBatch,
+    MemoRecord,
+    PauseId,
+    TaskRecord,
+    TaskSpec,
+    ThreadId,
+    ThreadRecord,
+    ThreadStatus,
+    ThreadUpdate,
+    new_checkpoint_id,
+    next_version,
+)
+from graphflow.engine import lease, plan
+from graphflow.engine.apply import apply_writes, collect_out, set_write
+from graphflow.engine.committer import Committer
+from graphflow.engine.history import naming
+from graphflow.engine.run import route
+from graphflow.engine.start import materialize
+from graphflow.errors import (
+    InvalidArgumentError,
+    InvalidUpdateError,
+    ThreadBusyError,
+    ThreadCancelledError,
+)
+from graphflow.spec import GraphSpec, NodeSpec
+from graphflow.types import END, START
+
+
+@dataclass(slots=True)
+class _Target:
+    """Where an update applies: a namespace of the thread, its graph and checkpoint."""
+
+    spec: GraphSpec
+    ns: str
+    ck: CheckpointRecord | None
+    at_head: bool
+    """``ck`` is the newest checkpoint of ``ns`` (else the update forks from it)."""
+    path: list[tuple[str, CheckpointRecord, TaskSpec]] = field(default_factory=list)
+    """For a subgraph's namespace: each ancestor namespace, its head and the task running
+    the next level."""
+    node: NodeSpec | None = None
+    """The subgraph node whose child runs in ``ns``."""
+
+
+async def update_state(
+    spec: GraphSpec,
+    store: Checkpointer,
+    thread_id: str,
+    values: Mapping[str, Any] | None,
+    *,
+    as_node: str | None = None,
+    checkpoint_id: str | None = None,
+) -> str:
+    """Write ``values`` through the reducers as a new checkpoint; return its id (see the
+    module docstring). Raises ``ThreadCancelledError`` for a cancelled thread,
+    ``ThreadBusyError`` while a run holds it, ``InvalidUpdateError`` for unknown keys or when
+    several nodes wrote the step (give ``as_node``); nothing is written then."""
+    tid = ThreadId(thread_id)
+    with naming(thread_id):
+        th = await store.get_thread(tid)
+        if th is not None and th.status == "cancelled":
+            raise ThreadCancelledError(thread_id)
+        committer = Committer(store, tid, new_owner(), spec.lease_ttl)
+        if th is None or th.head is None:
+            if checkpoint_id is not None:
+                raise InvalidArgumentError(
+                    f"thread {thread_id!r} has no checkpoint {checkpoint_id!r}"
+                )
+            committer.take_lease = True  # the update's commit creates the thread
+        else:
+            try:
+                th = await store.acquire_lease(
+                    tid, committer.owner, spec.lease_ttl, graph_name=spec.name
+                )
+            except LeaseHeldError as e:
+                raise ThreadBusyError(thread_id, e.owner) from e
+        ttl = spec.lease_ttl
+        async with lease.held(store, tid, committer.owner, ttl, lambda: committer.released):
+            if th is not None and th.status == "cancelled":
+                raise ThreadCancelledError(thread_id)
+            values = dict(values or {})
+            return await _update(spec, committer, th, values, as_node, checkpoint_id)
+
+
+async def _update(
+    spec: GraphSpec,
+    committer: Committer,
+    th: ThreadRecord | None,
+    values: dict[str, Any],
+    as_node: str | None,
+    checkpoint_id: str | None,
+) -> str:
+    store, tid = committer.store, committer.thread_id
+    target = await _locate(spec, store, th, checkpoint_id)
+    graph, ns, src = target.spec, target.ns, target.ck
+    if as_node is not None and as_node not in graph.nodes and as_node not in (START, END):
+        where = f"the subgraph in namespace {ns!r}" if ns else "this graph"
+        raise InvalidArgumentError(f"as_node {as_node!r} is not a node of {where}")
+    writers, base = [as_node] if as_node is not None else [START], None
+    if as_node is None and src is not None:
+        writers, base = await _writers(store, src)
+        if len(writers) > 1:
+            raise InvalidUpdateError(
+                f"thread {tid!r}: the step of checkpoint {src.id!r} was written by "
+                f"{writers}; give update_state(..., as_node=...) to say which node the "
+                "update counts as"
+            )
+    author = as_node or "update_state"  # (what errors about the values name)
+    values = graph.schema.checked_update(values, author)
+
+    state: dict[str, Any] = {}
+    hidden: dict[str, Any] = {}
+    if src is not None:
+        with naming(tid, src.id):
+            stored = await store.load_channels(tid, ns, src.channel_versions, src.channel_bases)
+        graph.schema.check_loaded(stored, tid, src.id)
+        hidden = {k: stored.pop(k) for k in list(stored) if plan.is_hidden(k)}
+        state = stored
+        versions, bases = src.channel_versions, src.channel_bases
+    else:
+        state = graph.schema.initial()
+        versions, bases = {}, {}
+    forking = src is not None and not target.at_head
+    version = next_version()
+    applied = apply_writes(
+        graph.schema,
+        {**state, **hidden},
+        versions,
+        bases,
+        [(author, values.items())],
+        version,
+        force_set=forking,
+    )
+    writes = list(applied.writes)
+    for k in sorted(set(applied.values) - set(applied.versions)):  # defaults never stored
+        writes.append(set_write(k, version, applied.values[k]))
+        applied.versions[k] = version
+    state = {k: v for k, v in applied.values.items() if not plan.is_hidden(k)}
+    if forking:  # the fork starts its own list chains
+        writes += materialize(
+            {**state, **hidden}, version, applied.versions, {w.channel for w in writes}
+        )
+        applied.bases = {}
+    ck_id = new_checkpoint_id()
+    frontier, barriers = await _replan(
+        graph, store, state, hidden, ns, ck_id, writers, base, explicit=as_node is not None
+    )
+    for k, v in barriers.items():  # join barriers an explicit as_node advanced
+        hidden[k] = v
+        writes.append(set_write(k, version, v))
+        applied.versions[k] = version
+    if target.node is not None:
+        # The parent's task gets what its subgraph wrote to shared keys: this update too.
+        outputs = target.node.outputs
+        out = [[outputs[k], v] for k, v in values.items() if k in outputs]
+        if out:
+            collect_out(hidden, out, version, applied.versions, applied.bases, writes)
+
+    tasks: list[TaskRecord] = []
+    memos: list[MemoRecord] = []
+    pending = tuple(th.pending_pause_ids) if th is not None else ()
+    kept = False
+    final: tuple[TaskSpec, ...]
+    if src is None:
+        final = frontier or ()
+    elif frontier is not None and not _same_frontier(frontier, src.frontier):
+        final = frontier
+    elif target.at_head:
+        # The pending step is kept as it is (its tasks, their records, memoized steps
+        # and pauses): only the state its tasks will see changes.
+        kept, final = True, src.frontier
+        with naming(tid, src.id):
+            for rec in (await store.load_tasks(tid, ns, src.id)).values():
+                tasks.append(dataclasses.replace(rec, checkpoint_id=ck_id))
+            for task_id, memo in (await store.load_memos(tid, ns, src.id)).items():
+                memos += [MemoRecord(ck_id, task_id, k, v) for k, v in memo.items()]
+    else:  # a fork of the same step: new tasks, which run again
+        final = tuple(
+            TaskSpec(plan.task_id(ck_id, ns, t.node, i), t.node, t.has_arg, t.arg)
+            for i, t in enumerate(src.frontier)
+        )
+    if not kept:
+        with naming(tid):
+            pending = await _pending_outside(store, tid, pending, ns)
+    status: ThreadStatus
+    if ns == "" and not final:
+        status, pending = "done", ()
+    elif pending:
+        status = "paused"
+    elif kept and th is not None and th.status == "failed":
+        status = "failed"  # the failed task awaits its retry, as before the update
+    else:
+        # Pending work that no runner owns waits for invoke(None), as at a breakpoint
+        # ("running" would claim a live runner: what a crashed run looks like).
+        status = "paused"
+    ck = CheckpointRecord(
+        ck_id,
+        tid,
+        ns,
+        src.id if src else None,
+        src.step + 1 if src else -1,
+        "update",
+        applied.versions,
+        final,
+        {"as_node": as_node},
+        channel_bases=applied.bases,
+    )
+    if target.path:
+        await _continue_parents(committer, th, target.path)
+    # One transaction, which gives the lease up; a new thread's row is created by it
+    # (never alone: a failed commit leaves no thread behind).
+    batch = CommitBatch.step(
+        ck,
+        writes,
+        tasks=tasks,
+        memos=memos,
+        thread=ThreadUpdate(status, pending, spec.name),
+        expected_head=th.head if th is not None else None,
+        check_head=True,
+    )
+    await committer.commit(batch, last=True)
+    return ck_id
+
+
+async def _locate(
+    spec: GraphSpec, store: Checkpointer, th: ThreadRecord | None, checkpoint_id: str | None
+) -> _Target:
+    """The namespace, graph and checkpoint an update applies to."""
+    if th is None or th.head is None:
+        return _Target(spec, "", None, True)
+    tid = th.thread_id
+    head = await store.get_checkpoint(tid, "", th.head)
+    if head is None:
+        raise CorruptCheckpointError(
+            f"thread {tid!r}: head checkpoint {th.head!r} is missing",
+            thread_id=tid,
+            checkpoint_id=th.head,
+        )
+    if checkpoint_id is None or checkpoint_id == head.id:
+        return _Target(spec, "", head, True)
+    ck = await store.get_checkpoint(tid, "", CheckpointId(checkpoint_id))
+    if ck is not None:
+        return _Target(spec, "", ck, False)
+    found = await _find_in_children(spec, store, head, CheckpointId(checkpoint_id), [])
+    if found is None:
+        raise InvalidArgumentError(
+            f"thread {tid!r} has no checkpoint {checkpoint_id!r} (in its history or in "
+            "the namespace of a pending subgraph task)"
+        )
+    return found
+
+
+async def _find_in_children(
+    spec: GraphSpec,
+    store: Checkpointer,
+    ck: CheckpointRecord,
+    wanted: CheckpointId,
+    path: list[tuple[str, CheckpointRecord, TaskSpec]],
+) -> _Target | None:
+    """Search the namespaces of ``ck``'s pending subgraph tasks, depth first."""
+    for task in ck.frontier:
+        node = spec.nodes.get(task.node)
+        if node is None or node.subgraph is None:
+            continue
+        inner = plan.child_namespace(ck.ns, task.node, task.id)
+        newest = await store.get_checkpoint(ck.thread_id, inner)
+        if newest is None:
+            continue
+        here = [*path, (ck.ns, ck, task)]
+        if newest.id == wanted:
+            return _Target(node.subgraph, inner, newest, True, here, node)
+        found = await store.get_checkpoint(ck.thread_id, inner, wanted)
+        if found is not None:
+            return _Target(node.subgraph, inner, found, False, here, node)
+        deeper = await _find_in_children(node.subgraph, store, newest, wanted, here)
+        if deeper is not None:
+            return deeper
+    return None
+
+
+async def _writers(
+    store: Checkpointer, ck: CheckpointRecord
+) -> tuple[list[str], CheckpointRecord | None]:
+    """The nodes that wrote ``ck``'s step and the checkpoint that step started from.
+
+    An input's checkpoint was written by the input (``START``); a step's by its tasks'
+    nodes; an ``update_state`` by its ``as_node``. Forks, cancels and updates that named
+    no node pass the question on to the checkpoint they copy.
+    """
+    tid = ck.thread_id
+    while True:
+        parent = None
+        if ck.parent_id is not None and ck.source != "input":
+            parent = await store.get_checkpoint(tid, ck.ns, ck.parent_id)
+            if parent is None:
+                raise CorruptCheckpointError(
+                    f"thread {tid!r}: checkpoint {ck.parent_id!r}, the parent of "
+                    f"{ck.id!r}, is missing",
+                    thread_id=tid,
+                    checkpoint_id=ck.id,
+                )
+        if ck.source == "input" or parent is None:
+            return [START], None
+        if ck.source == "loop":
+            return sorted({t.node for t in parent.frontier}), parent
+        writer = ck.metadata.get("as_node") if ck.source == "update" else None
+        if isinstance(writer, str):
+            return [writer], parent
+        ck = parent
+
+
+async def _replan(
+    spec: GraphSpec,
+    store: Checkpointer,
+    state: dict[str, Any],
+    hidden: dict[str, Any],
+    ns: str,
+    ck_id: CheckpointId,
+    writers: list[str],
+    base: CheckpointRecord | None,
+    *,
+    explicit: bool,
+) -> tuple[tuple[TaskSpec, ...] | None, dict[str, Any]]:
+    """The frontier the writers' edges give on the updated state (None when it cannot be
+    told: a writer that routes with ``Command(goto=...)`` has no edges to evaluate), and the
+    join barriers an explicit ``as_node`` advanced."""
+    if writers == [END]:
+        return (), {}
+    if not explicit and any(
+        spec.nodes[w].destinations is not None for w in writers if w in spec.nodes
+    ):
+        return None, {}
+    targets: list[Any] = []
+    for w in writers:
+        targets += await route(spec, state, w)
+    joins = spec.edges.joins
+    changed: dict[str, Any] = {}
+    if joins and explicit:
+        fired, changed = plan.advance_joins(joins, hidden, writers)
+        targets += fired
+    elif joins and base is not None:
+        # The step's joins fired as they did: the barriers it started from decide.
+        keys = {k: v for k, v in base.channel_versions.items() if k.startswith(plan.JOIN_PREFIX)}
+        chains = {k: base.channel_bases[k] for k in keys if k in base.channel_bases}
+        with naming(base.thread_id, base.id):
+            seen = await store.load_channels(base.thread_id, base.ns, keys, chains)
+        targets += plan.advance_joins(joins, seen, writers)[0]
+    return plan.make_frontier(ck_id, ns, targets), changed
+
+
+async def _pending_outside(
+    store: Checkpointer, tid: ThreadId, pending: tuple[PauseId, ...], ns: str
+) -> tuple[PauseId, ...]:
+    """The pending pauses that do not belong to namespace ``ns`` (or below it)."""
+    if not pending or ns == "":
+        return ()
+    recs = {p.id: p for p in await store.get_pauses(tid, list(pending))}
+    return tuple(p for p in pending if p in recs and not plan.in_namespace(recs[p].ns, ns))
+
+
+async def _continue_parents(
+    committer: Committer,
+    th: ThreadRecord | None,
+    path: list[tuple[str, CheckpointRecord, TaskSpec]],
+) -> None:
+    """Make each ancestor's task that runs the updated subgraph run it again: a completed
+    record would be reused and the update never reach the parent. (Written first: alone, it
+    only makes the task finish its unchanged subgraph again.)"""
+    tid = committer.thread_id
+    for ns, head, task in path:
+        with naming(tid, head.id):
+            rec = (await committer.store.load_tasks(tid, ns, head.id)).get(task.id)
+        if rec is None or rec.status != "completed":
+            continue
+        again = TaskRecord(head.id, task.id, task.node, "pending", attempts=rec.attempts)
+        batch = CommitBatch.records(
+            ns, tasks=[again], expected_head=th.head if th is not None else None, check_head=True
+        )
+        await committer.commit(batch)
+
+
+def _same_frontier(a: Sequence[TaskSpec], b: Sequence[TaskSpec]) -> bool:
+    """Same nodes in the same order, same ``Send`` arguments."""
+    if len(a) != len(b):
+        return False
+    try:
+        return all(
+            x.node == y.node and x.has_arg == y.has_arg and (not x.has_arg or bool(x.arg == y.arg))
+            for x, y in zip(a, b, strict=True)
+        )
+    except Exception:  # arguments that cannot be compared are not known to be the same
+        return False
