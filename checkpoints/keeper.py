@@ -9,7 +9,7 @@ that ends before a third of its TTL has passed (most do) costs a dictionary inse
 The keeper calls ``store.renew_lease`` on an event loop of its own, so a checkpointer must
 accept calls from another thread (ours do: SQLite serializes them on its connection lock).
 A checkpointer that opens files starts the keeper's thread as it opens them (``start``), so
-that the thread gets going while the process waits for the disk.
+that the thread gets going while the process waits for the disk, not while it computes.
 """
 
 from __future__ import annotations
@@ -21,7 +21,6 @@ import logging
 import os
 import threading
 import time
-from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -90,11 +89,6 @@ class LeaseKeeper:
             return len(self._leases)
 
     def _main(self) -> None:
-        for fn in list(_ON_START):
-            try:
-                fn()
-            except Exception:  # a head start only: the work is done again when needed
-                log.warning("a lease keeper start-up task failed", exc_info=True)
         inline_io.set(True)  # this thread's loop is private: stores may block it
         loop: asyncio.AbstractEventLoop | None = None  # made when a first lease is due
         while True:
@@ -124,17 +118,6 @@ class LeaseKeeper:
 
 
 _KEEPER = [LeaseKeeper()]
-_ON_START: list[Callable[[], None]] = []
-
-
-def on_start(fn: Callable[[], None]) -> None:
-    """Have the keeper's thread run ``fn`` once as it starts (if it has not started yet).
-
-    For work a process needs soon and may do ahead: the thread starts while a store opens
-    its files, so it runs while the process waits for the disk (graphflow makes the event
-    loop of its sync API there).
-    """
-    _ON_START.append(fn)
 
 
 def keeper() -> LeaseKeeper:

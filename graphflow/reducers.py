@@ -9,6 +9,8 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any, TypeVar
 
+from graphflow.messages import add_messages
+
 T = TypeVar("T")
 
 
@@ -27,22 +29,7 @@ def merge(current: Mapping[str, Any] | None, update: Mapping[str, Any]) -> dict[
     return out
 
 
-def _add_messages_impl(current: list[Any] | None, update: Any) -> list[Any]:
-    # Replaced by graphflow.agents when it is imported (it knows the Message type).
-    return append(current, update)
-
-
-_add_messages: list[Callable[[list[Any] | None, Any], list[Any]]] = [_add_messages_impl]
-
-
-def add_messages(current: list[Any] | None, update: Any) -> list[Any]:
-    """Merge chat messages: a message whose id is already present replaces it; others append.
-
-    Input dicts such as ``{"role": "user", "content": "hi"}`` are coerced to ``Message`` once
-    ``graphflow.agents`` is imported; before that, messages are appended as given.
-    """
-    return _add_messages[0](current, update)
-
-
 APPEND_ONLY: frozenset[Callable[..., Any]] = frozenset({append})
 """Reducers whose result is always ``current`` followed by new items (stored as deltas)."""
+
+__all__ = ["APPEND_ONLY", "add_messages", "append", "merge"]

@@ -15,27 +15,35 @@ What a write to a key with a reducer is validated as:
 
 from __future__ import annotations
 
-import contextlib
-import inspect
 import operator
-import re
 import typing
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
-from typing import Any, TypeVar, get_args, get_origin, get_type_hints
+from typing import Any, get_args, get_origin, get_type_hints
 
 from pydantic import BaseModel, PydanticUserError, TypeAdapter, ValidationError
 
-from checkpoints import serde
 from checkpoints.errors import CorruptCheckpointError
 from graphflow.errors import GraphValidationError, InvalidUpdateError
 from graphflow.reducers import APPEND_ONLY, append, merge
+from graphflow.schema_types import (
+    check_reducer,
+    details,
+    fast_type,
+    has_typevar,
+    list_item,
+    register_types,
+    short,
+    type_name,
+    update_type,
+)
 
 Reducer = Callable[[Any, Any], Any]
 
 _MISSING: Any = object()
 
-_HIDDEN_PREFIX = "__gf:"  # engine.plan.HIDDEN_PREFIX (plan imports the builder, which imports us)
+HIDDEN_PREFIX = "__gf:"
+"""Channels the engine keeps for itself (never part of the user's state)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -75,10 +83,10 @@ class StateSchema:
         for name, ann in hints.items():
             if name.startswith("_") and self.is_model:
                 continue
-            if name.startswith(_HIDDEN_PREFIX):
+            if name.startswith(HIDDEN_PREFIX):
                 raise GraphValidationError(
                     f"state key {name!r} of {schema.__name__}: keys starting with "
-                    f"{_HIDDEN_PREFIX!r} are reserved for the engine; rename it"
+                    f"{HIDDEN_PREFIX!r} are reserved for the engine; rename it"
                 )
             reducer: Reducer | None = None
             base = ann
@@ -87,7 +95,7 @@ class StateSchema:
                 for m in meta:
                     if callable(m) and not isinstance(m, type):
                         reducer = m
-                        _check_reducer(schema, name, m)
+                        check_reducer(schema, name, m)
             self.channels[name] = Channel(
                 name=name,
                 annotation=base,
@@ -98,7 +106,7 @@ class StateSchema:
         self.keys = frozenset(self.channels)
         self._writes: dict[str, _Check] = {}
         self._loads: dict[str, _Check] = {}
-        _register_types(hints.values())
+        register_types(hints.values())
 
     def _default_factory(self, name: str, base: Any, reducer: Reducer | None) -> Any:
         if self.is_model:
@@ -201,8 +209,8 @@ class StateSchema:
         except ValidationError as e:
             who = {"input": "the input", "update_state": "update_state"}.get(node, f"node {node!r}")
             raise InvalidUpdateError(
-                f"{who} wrote {type(value).__name__} {_short(value)} to state key {key!r}, "
-                f"which takes {check.expected}: {_details(e)}",
+                f"{who} wrote {type(value).__name__} {short(value)} to state key {key!r}, "
+                f"which takes {check.expected}: {details(e)}",
                 node=node,
                 key=key,
             ) from None
@@ -230,13 +238,13 @@ class StateSchema:
                 ok = check.validate(value) == value
                 problem = "" if ok else "; validating it changes it"
             except ValidationError as e:
-                ok, problem = False, f": {_details(e)}"
+                ok, problem = False, f": {details(e)}"
             except Exception as e:  # a value that cannot be compared or validated
                 ok, problem = False, f": {type(e).__name__}: {e}"
             if not ok:
                 raise CorruptCheckpointError(
                     f"thread {thread_id!r}: the stored value of state key {key!r} "
-                    f"({type(value).__name__} {_short(value)}) does not fit "
+                    f"({type(value).__name__} {short(value)}) does not fit "
                     f"{self.schema.__name__}, which takes {check.expected}{problem}; the "
                     "record is damaged or was written by a graph with another state schema",
                     thread_id=thread_id,
@@ -261,7 +269,7 @@ class StateSchema:
             raise self._unknown(key, node)
         tp, whole = ch.annotation, True
         if ch.reducer is append:
-            item = _list_item(tp)
+            item = list_item(tp)
             if item is None:
                 check = _Check(None, None, "")
             else:
@@ -271,12 +279,12 @@ class StateSchema:
                 def items(v: Any) -> Any:
                     return many(v) if isinstance(v, list | tuple) else one(v)
 
-                name = _type_name(item)
-                check = _Check(items, _fast(item), f"{name} or a list of {name} (appended)")
+                name = type_name(item)
+                check = _Check(items, fast_type(item), f"{name} or a list of {name} (appended)")
             self._writes[key] = check
             return check
         if ch.reducer is not None and ch.reducer is not operator.add and ch.reducer is not merge:
-            tp, whole = _update_type(ch.reducer), False
+            tp, whole = update_type(ch.reducer), False
         check = self._plain_check(key, tp, whole)
         self._writes[key] = check
         return check
@@ -287,7 +295,7 @@ class StateSchema:
         return check
 
     def _plain_check(self, key: str, tp: Any, whole: bool) -> _Check:
-        if tp is None or tp is Any or _has_typevar(tp):
+        if tp is None or tp is Any or has_typevar(tp):
             return _Check(None, None, "")
         try:
             adapter = self._adapter(key, tp, whole)
@@ -295,7 +303,9 @@ class StateSchema:
             return _Check(None, None, "")
         fld = self.schema.model_fields.get(key)
         constrained = whole and fld is not None and bool(fld.metadata)
-        return _Check(adapter.validate_python, None if constrained else _fast(tp), _type_name(tp))
+        return _Check(
+            adapter.validate_python, None if constrained else fast_type(tp), type_name(tp)
+        )
 
     def check_keys(self, update: Mapping[str, Any], node: str) -> None:
         """Raise ``InvalidUpdateError`` naming the node and key for keys not in the schema."""
@@ -310,114 +320,6 @@ class StateSchema:
             node=node,
             key=key,
         )
-
-
-def _check_reducer(schema: type[Any], key: str, reducer: Any) -> None:
-    """Refuse, when the schema is read, a reducer that cannot be called as
-    ``reducer(current, update)``: the error would otherwise come at the first write."""
-    try:
-        sig = inspect.signature(reducer)
-    except (TypeError, ValueError):  # some builtins have no signature: they are trusted
-        return
-    try:
-        sig.bind(None, None)
-    except TypeError:
-        raise GraphValidationError(
-            f"reducer {getattr(reducer, '__qualname__', reducer)!r} of state key {key!r} "
-            f"({schema.__name__}) takes {sig}; a reducer is called as reducer(current, update) "
-            "with two arguments"
-        ) from None
-
-
-def _list_item(tp: Any) -> Any:
-    """``T`` of ``list[T]`` (None for another type or a bare ``list``)."""
-    if get_origin(tp) is list:
-        args = get_args(tp)
-        return args[0] if args else None
-    return None
-
-
-def _update_type(reducer: Any) -> Any:
-    """The annotation of a reducer's update (second) parameter, or None."""
-    try:
-        params = list(inspect.signature(reducer).parameters.values())
-        hints = get_type_hints(reducer)
-    except Exception:  # no signature, or hints that do not resolve: not validated
-        return None
-    if len(params) < 2:
-        return None
-    return hints.get(params[1].name)
-
-
-def _has_typevar(tp: Any) -> bool:
-    if isinstance(tp, TypeVar):
-        return True
-    return any(_has_typevar(a) for a in get_args(tp) if not isinstance(a, str | int | float))
-
-
-def _fast(tp: Any) -> type | None:
-    """A type whose exact instances pass validation unchanged (checking ``type(v) is tp``
-    is much cheaper than validating): plain scalars, and models that are not revalidated."""
-    if tp in (int, str, float, bool, bytes):
-        return typing.cast(type, tp)
-    if (
-        isinstance(tp, type)
-        and issubclass(tp, BaseModel)
-        and tp.model_config.get("revalidate_instances", "never") == "never"
-    ):
-        return tp
-    return None
-
-
-def _type_name(tp: Any) -> str:
-    """A readable name of a type: ``list[Item]``, not ``list[my.module.Item]``."""
-    if isinstance(tp, type) and not get_args(tp):
-        return tp.__qualname__
-    return re.sub(r"\b(?:[A-Za-z_]\w*\.)+(?=[A-Za-z_])", "", repr(tp))
-
-
-def _short(value: Any, limit: int = 60) -> str:
-    text = repr(value)
-    return text if len(text) <= limit else text[: limit - 3] + "..."
-
-
-def _details(error: ValidationError, limit: int = 3) -> str:
-    """Pydantic's messages, one per problem (the first few), with where in the value."""
-    parts = []
-    errors = error.errors(include_url=False)
-    for err in errors[:limit]:
-        loc = "".join(f"[{p}]" if isinstance(p, int) else f".{p}" for p in err["loc"])
-        loc = loc.lstrip(".")
-        loc = loc if len(loc) <= 40 else loc[:37] + "..."
-        parts.append(f"{err['msg']} (at {loc})" if loc else err["msg"])
-    if len(errors) > limit:
-        parts.append(f"and {len(errors) - limit} more")
-    return "; ".join(parts)
-
-
-def _register_types(annotations: Any) -> None:
-    """Register pydantic models and enums named in the schema so their values can be stored."""
-    import enum
-
-    seen: set[Any] = set()
-    stack = list(annotations)
-    while stack:
-        tp = stack.pop()
-        if tp in seen:
-            continue
-        try:
-            seen.add(tp)
-        except TypeError:
-            continue
-        if isinstance(tp, type):
-            if issubclass(tp, BaseModel) and tp is not BaseModel:
-                if not serde.is_registered(tp):
-                    serde.register(tp)
-                with contextlib.suppress(Exception):
-                    stack.extend(get_type_hints(tp).values())
-            elif issubclass(tp, enum.Enum) and not serde.is_registered(tp):
-                serde.register(tp)
-        stack.extend(a for a in get_args(tp) if not isinstance(a, str | int | float))
 
 
 MISSING = _MISSING

@@ -15,12 +15,13 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from checkpoints.models import PauseRecord, TaskId, TaskRecord, TaskSpec
+from graphflow import state
 from graphflow.engine.pauses import PauseRequest, make_pause_id
 from graphflow.errors import InvalidRouteError
 from graphflow.spec import Branch, Edges
 from graphflow.types import END, Send
 
-HIDDEN_PREFIX = "__gf:"
+HIDDEN_PREFIX = state.HIDDEN_PREFIX
 """Channels the engine keeps for itself (never part of the user's state)."""
 
 JOIN_PREFIX = "__gf:join:"

@@ -46,9 +46,10 @@ from graphflow.engine import plan, start, steps
 from graphflow.engine.committer import Committer
 from graphflow.engine.context import NodeContext
 from graphflow.engine.events import Emitter
+from graphflow.engine.outcomes import Writes
 from graphflow.engine.pauses import pause_from_record, task_of
 from graphflow.engine.subgraph import child_inputs
-from graphflow.engine.tasks import TaskRunner, Writes
+from graphflow.engine.tasks import TaskRunner
 from graphflow.errors import RecursionLimitError
 from graphflow.spec import GraphSpec, NodeSpec
 from graphflow.types import RunResult, Send

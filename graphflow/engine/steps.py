@@ -27,8 +27,8 @@ from checkpoints.models import (
 )
 from graphflow.engine import apply, plan
 from graphflow.engine.context import PauseSignal
+from graphflow.engine.outcomes import Outcome, StepTasks, as_update
 from graphflow.engine.pauses import PauseRequest, make_pause_id
-from graphflow.engine.tasks import Outcome, StepTasks, as_update
 from graphflow.errors import GraphflowError, NodeError
 from graphflow.types import RunResult, Send
 

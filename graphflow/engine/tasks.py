@@ -17,7 +17,7 @@ from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequenc
 from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import Any
 
 import anyio
 import anyio.abc
@@ -25,85 +25,19 @@ import anyio.to_thread
 from pydantic import BaseModel
 
 from checkpoints.blocking import inline_io
-from checkpoints.models import CheckpointRecord, PauseRecord, TaskId, TaskRecord, TaskSpec, now
+from checkpoints.models import CheckpointRecord, TaskId, TaskRecord, TaskSpec, now
 from graphflow.engine import plan
 from graphflow.engine.committer import Committer
 from graphflow.engine.context import NodeContext, PauseSignal, RunPort, reset_current, set_current
 from graphflow.engine.events import Emitter
-from graphflow.engine.pauses import PauseRequest
+from graphflow.engine.outcomes import Outcome, StepTasks, Writes, as_update
 from graphflow.errors import GraphflowError, InvalidUpdateError
 from graphflow.retry import wait_before_retry
 from graphflow.spec import GraphSpec, NodeSpec
-from graphflow.state import StateSchema
 from graphflow.types import Command
-
-OutcomeStatus = Literal["completed", "paused", "failed"]
-"""How a task ended: its writes are ready, it stopped at pauses, or it raised."""
 
 Subgraphs = Callable[[NodeSpec, Any, NodeContext], Awaitable["Writes"]]
 """Runs a subgraph node's child graph (``engine.subgraph``): its writes to the parent."""
-
-
-class Writes(list[tuple[str, Any]]):
-    """A node result holding several writes, possibly to one key (a subgraph's output)."""
-
-
-@dataclass(slots=True)
-class Outcome:
-    """What running one task produced."""
-
-    spec: TaskSpec
-    status: OutcomeStatus
-    writes: list[tuple[str, Any]] = field(default_factory=list)
-    routes: list[Any] | None = None
-    pauses: list[PauseRequest] = field(default_factory=list)
-    nested: list[PauseRecord] = field(default_factory=list)
-    """Pause records a subgraph task's run already stored."""
-    error: BaseException | None = None
-    attempts: int = 1
-    started_at: float = 0.0
-    ended_at: float = 0.0
-
-    def record(self, checkpoint_id: str) -> TaskRecord:
-        """The task record of this outcome."""
-        return TaskRecord(
-            checkpoint_id,  # type: ignore[arg-type]
-            self.spec.id,
-            self.spec.node,
-            self.status,
-            attempts=self.attempts,
-            started_at=self.started_at,
-            ended_at=self.ended_at,
-            error=f"{type(self.error).__name__}: {self.error}" if self.error else None,
-            writes=self.writes if self.status == "completed" else None,
-            routes=self.routes,
-        )
-
-
-@dataclass(slots=True)
-class StepTasks:
-    """The outcomes of a step's tasks, and their records not yet committed."""
-
-    checkpoint: CheckpointRecord
-    outcomes: dict[TaskId, Outcome] = field(default_factory=dict)
-    unstored: list[Outcome] = field(default_factory=list)
-    """Tasks that finished with the step (no sibling was left running): their records are
-    implied by the checkpoint that applies the step, and written only when needed."""
-
-    def stop_records(self) -> list[TaskRecord]:
-        """Records a step that stops (paused or failed) commits: every unstored outcome."""
-        records = [o.record(self.checkpoint.id) for o in self.unstored]
-        self.unstored = []
-        return records
-
-    def kept_records(self) -> list[TaskRecord]:
-        """Records a step that goes on commits with its next checkpoint: only those of
-        retried tasks (their attempts); the checkpoint says the others completed."""
-        records = [o.record(self.checkpoint.id) for o in self.unstored if o.attempts > 1]
-        for r in records:
-            r.writes = None
-        self.unstored = []
-        return records
 
 
 class TaskRunner:
@@ -345,16 +279,6 @@ class TaskRunner:
                 node=node,
             )
         return list(schema.checked_update(result, node).items()), routes
-
-
-def as_update(schema: StateSchema, writes: Sequence[tuple[str, Any]]) -> dict[str, Any]:
-    """A task's writes as one update: repeated keys (a subgraph's) through the reducer."""
-    out: dict[str, Any] = {}
-    for k, v in writes:
-        ch = schema.channels.get(k)
-        reducer = ch.reducer if ch is not None else None
-        out[k] = reducer(out[k], v) if k in out and reducer is not None else v
-    return out
 
 
 def _untraced(sig: PauseSignal) -> PauseSignal:

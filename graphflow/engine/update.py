@@ -15,11 +15,10 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
 from typing import Any
 
 from checkpoints.base import Checkpointer
-from checkpoints.errors import CorruptCheckpointError, LeaseHeldError
+from checkpoints.errors import LeaseHeldError
 from checkpoints.lease import new_owner
 from checkpoints.models import (
     CheckpointId,
@@ -36,7 +35,7 @@ from checkpoints.models import (
     new_checkpoint_id,
     next_version,
 )
-from graphflow.engine import lease, plan
+from graphflow.engine import lease, plan, targets
 from graphflow.engine.apply import apply_writes, collect_out, set_write
 from graphflow.engine.committer import Committer
 from graphflow.engine.history import naming
@@ -48,24 +47,8 @@ from graphflow.errors import (
     ThreadBusyError,
     ThreadCancelledError,
 )
-from graphflow.spec import GraphSpec, NodeSpec
+from graphflow.spec import GraphSpec
 from graphflow.types import END, START
-
-
-@dataclass(slots=True)
-class _Target:
-    """Where an update applies: a namespace of the thread, its graph and checkpoint."""
-
-    spec: GraphSpec
-    ns: str
-    ck: CheckpointRecord | None
-    at_head: bool
-    """``ck`` is the newest checkpoint of ``ns`` (else the update forks from it)."""
-    path: list[tuple[str, CheckpointRecord, TaskSpec]] = field(default_factory=list)
-    """For a subgraph's namespace: each ancestor namespace, its head and the task running
-    the next level."""
-    node: NodeSpec | None = None
-    """The subgraph node whose child runs in ``ns``."""
 
 
 async def update_state(
@@ -117,14 +100,14 @@ async def _update(
     checkpoint_id: str | None,
 ) -> str:
     store, tid = committer.store, committer.thread_id
-    target = await _locate(spec, store, th, checkpoint_id)
+    target = await targets.locate(spec, store, th, checkpoint_id)
     graph, ns, src = target.spec, target.ns, target.ck
     if as_node is not None and as_node not in graph.nodes and as_node not in (START, END):
         where = f"the subgraph in namespace {ns!r}" if ns else "this graph"
         raise InvalidArgumentError(f"as_node {as_node!r} is not a node of {where}")
     writers, base = [as_node] if as_node is not None else [START], None
     if as_node is None and src is not None:
-        writers, base = await _writers(store, src)
+        writers, base = await targets.writers(store, src)
         if len(writers) > 1:
             raise InvalidUpdateError(
                 f"thread {tid!r}: the step of checkpoint {src.id!r} was written by "
@@ -246,93 +229,6 @@ async def _update(
     )
     await committer.commit(batch, last=True)
     return ck_id
-
-
-async def _locate(
-    spec: GraphSpec, store: Checkpointer, th: ThreadRecord | None, checkpoint_id: str | None
-) -> _Target:
-    """The namespace, graph and checkpoint an update applies to."""
-    if th is None or th.head is None:
-        return _Target(spec, "", None, True)
-    tid = th.thread_id
-    head = await store.get_checkpoint(tid, "", th.head)
-    if head is None:
-        raise CorruptCheckpointError(
-            f"thread {tid!r}: head checkpoint {th.head!r} is missing",
-            thread_id=tid,
-            checkpoint_id=th.head,
-        )
-    if checkpoint_id is None or checkpoint_id == head.id:
-        return _Target(spec, "", head, True)
-    ck = await store.get_checkpoint(tid, "", CheckpointId(checkpoint_id))
-    if ck is not None:
-        return _Target(spec, "", ck, False)
-    found = await _find_in_children(spec, store, head, CheckpointId(checkpoint_id), [])
-    if found is None:
-        raise InvalidArgumentError(
-            f"thread {tid!r} has no checkpoint {checkpoint_id!r} (in its history or in "
-            "the namespace of a pending subgraph task)"
-        )
-    return found
-
-
-async def _find_in_children(
-    spec: GraphSpec,
-    store: Checkpointer,
-    ck: CheckpointRecord,
-    wanted: CheckpointId,
-    path: list[tuple[str, CheckpointRecord, TaskSpec]],
-) -> _Target | None:
-    """Search the namespaces of ``ck``'s pending subgraph tasks, depth first."""
-    for task in ck.frontier:
-        node = spec.nodes.get(task.node)
-        if node is None or node.subgraph is None:
-            continue
-        inner = plan.child_namespace(ck.ns, task.node, task.id)
-        newest = await store.get_checkpoint(ck.thread_id, inner)
-        if newest is None:
-            continue
-        here = [*path, (ck.ns, ck, task)]
-        if newest.id == wanted:
-            return _Target(node.subgraph, inner, newest, True, here, node)
-        found = await store.get_checkpoint(ck.thread_id, inner, wanted)
-        if found is not None:
-            return _Target(node.subgraph, inner, found, False, here, node)
-        deeper = await _find_in_children(node.subgraph, store, newest, wanted, here)
-        if deeper is not None:
-            return deeper
-    return None
-
-
-async def _writers(
-    store: Checkpointer, ck: CheckpointRecord
-) -> tuple[list[str], CheckpointRecord | None]:
-    """The nodes that wrote ``ck``'s step and the checkpoint that step started from.
-
-    An input's checkpoint was written by the input (``START``); a step's by its tasks'
-    nodes; an ``update_state`` by its ``as_node``. Forks, cancels and updates that named
-    no node pass the question on to the checkpoint they copy.
-    """
-    tid = ck.thread_id
-    while True:
-        parent = None
-        if ck.parent_id is not None and ck.source != "input":
-            parent = await store.get_checkpoint(tid, ck.ns, ck.parent_id)
-            if parent is None:
-                raise CorruptCheckpointError(
-                    f"thread {tid!r}: checkpoint {ck.parent_id!r}, the parent of "
-                    f"{ck.id!r}, is missing",
-                    thread_id=tid,
-                    checkpoint_id=ck.id,
-                )
-        if ck.source == "input" or parent is None:
-            return [START], None
-        if ck.source == "loop":
-            return sorted({t.node for t in parent.frontier}), parent
-        writer = ck.metadata.get("as_node") if ck.source == "update" else None
-        if isinstance(writer, str):
-            return [writer], parent
-        ck = parent
 
 
 async def _replan(

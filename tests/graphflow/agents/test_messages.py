@@ -94,10 +94,19 @@ def test_add_messages_rejects_other_values() -> None:
         add_messages([], [object()])  # type: ignore[list-item]
 
 
-def test_engine_placeholder_uses_the_real_reducer() -> None:
-    assert reducers._add_messages[0] is add_messages
-    result = reducers.add_messages(None, {"role": "user", "content": "hi"})
-    assert isinstance(result[0], Message)
+def test_the_reducer_is_the_same_whether_or_not_agents_is_imported() -> None:
+    import subprocess
+    import sys
+
+    code = (
+        "import sys; from graphflow.reducers import add_messages; "
+        "r = add_messages(None, {'role': 'user', 'content': 'hi'}); "
+        "print(type(r[0]).__name__, 'graphflow.agents' in sys.modules)"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert out.stdout.split() == ["Message", "False"], out.stderr
+    assert reducers.add_messages is add_messages
+    assert isinstance(reducers.add_messages(None, "hi")[0], Message)
 
 
 @pytest.mark.parametrize(

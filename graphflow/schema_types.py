@@ -1,0 +1,124 @@
+"""Reading type annotations for state schemas: reducers, item types, fast paths, messages.
+
+Helpers of ``graphflow.state``, apart so that the schema stays readable.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import enum
+import inspect
+import re
+import typing
+from typing import Any, TypeVar, get_args, get_origin, get_type_hints
+
+from pydantic import BaseModel, ValidationError
+
+from checkpoints import serde
+from graphflow.errors import GraphValidationError
+
+
+def check_reducer(schema: type[Any], key: str, reducer: Any) -> None:
+    """Refuse, when the schema is read, a reducer that cannot be called as
+    ``reducer(current, update)``: the error would otherwise come at the first write."""
+    try:
+        sig = inspect.signature(reducer)
+    except (TypeError, ValueError):  # some builtins have no signature: they are trusted
+        return
+    try:
+        sig.bind(None, None)
+    except TypeError:
+        raise GraphValidationError(
+            f"reducer {getattr(reducer, '__qualname__', reducer)!r} of state key {key!r} "
+            f"({schema.__name__}) takes {sig}; a reducer is called as reducer(current, update) "
+            "with two arguments"
+        ) from None
+
+
+def list_item(tp: Any) -> Any:
+    """``T`` of ``list[T]`` (None for another type or a bare ``list``)."""
+    if get_origin(tp) is list:
+        args = get_args(tp)
+        return args[0] if args else None
+    return None
+
+
+def update_type(reducer: Any) -> Any:
+    """The annotation of a reducer's update (second) parameter, or None."""
+    try:
+        params = list(inspect.signature(reducer).parameters.values())
+        hints = get_type_hints(reducer)
+    except Exception:  # no signature, or hints that do not resolve: not validated
+        return None
+    if len(params) < 2:
+        return None
+    return hints.get(params[1].name)
+
+
+def has_typevar(tp: Any) -> bool:
+    if isinstance(tp, TypeVar):
+        return True
+    return any(has_typevar(a) for a in get_args(tp) if not isinstance(a, str | int | float))
+
+
+def fast_type(tp: Any) -> type | None:
+    """A type whose exact instances pass validation unchanged (checking ``type(v) is tp``
+    is much cheaper than validating): plain scalars, and models that are not revalidated."""
+    if tp in (int, str, float, bool, bytes):
+        return typing.cast(type, tp)
+    if (
+        isinstance(tp, type)
+        and issubclass(tp, BaseModel)
+        and tp.model_config.get("revalidate_instances", "never") == "never"
+    ):
+        return tp
+    return None
+
+
+def type_name(tp: Any) -> str:
+    """A readable name of a type: ``list[Item]``, not ``list[my.module.Item]``."""
+    if isinstance(tp, type) and not get_args(tp):
+        return tp.__qualname__
+    return re.sub(r"\b(?:[A-Za-z_]\w*\.)+(?=[A-Za-z_])", "", repr(tp))
+
+
+def short(value: Any, limit: int = 60) -> str:
+    text = repr(value)
+    return text if len(text) <= limit else text[: limit - 3] + "..."
+
+
+def details(error: ValidationError, limit: int = 3) -> str:
+    """Pydantic's messages, one per problem (the first few), with where in the value."""
+    parts = []
+    errors = error.errors(include_url=False)
+    for err in errors[:limit]:
+        loc = "".join(f"[{p}]" if isinstance(p, int) else f".{p}" for p in err["loc"])
+        loc = loc.lstrip(".")
+        loc = loc if len(loc) <= 40 else loc[:37] + "..."
+        parts.append(f"{err['msg']} (at {loc})" if loc else err["msg"])
+    if len(errors) > limit:
+        parts.append(f"and {len(errors) - limit} more")
+    return "; ".join(parts)
+
+
+def register_types(annotations: Any) -> None:
+    """Register pydantic models and enums named in the schema so their values can be stored."""
+    seen: set[Any] = set()
+    stack = list(annotations)
+    while stack:
+        tp = stack.pop()
+        if tp in seen:
+            continue
+        try:
+            seen.add(tp)
+        except TypeError:
+            continue
+        if isinstance(tp, type):
+            if issubclass(tp, BaseModel) and tp is not BaseModel:
+                if not serde.is_registered(tp):
+                    serde.register(tp)
+                with contextlib.suppress(Exception):
+                    stack.extend(get_type_hints(tp).values())
+            elif issubclass(tp, enum.Enum) and not serde.is_registered(tp):
+                serde.register(tp)
+        stack.extend(a for a in get_args(tp) if not isinstance(a, str | int | float))
