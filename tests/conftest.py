@@ -48,3 +48,18 @@ def no_blocking_on_the_loop(request: pytest.FixtureRequest) -> Iterator[None]:
         yield
     finally:
         bb.deactivate()
+
+
+@pytest.fixture(params=["memory", "sqlite"])
+def store(request: pytest.FixtureRequest, tmp_path: Any) -> Iterator[Any]:
+    """A checkpointer of each kind: in memory, and a SQLite file (closed at teardown)."""
+    import anyio
+
+    from checkpoints import MemoryCheckpointer, SqliteCheckpointer
+
+    if request.param == "memory":
+        yield MemoryCheckpointer()
+        return
+    cp = SqliteCheckpointer(tmp_path / "store.db")
+    yield cp
+    anyio.run(cp.close)

@@ -3,15 +3,13 @@
 from __future__ import annotations
 
 import threading
-from collections.abc import Iterator
-from pathlib import Path
 from typing import Annotated, Any
 
 import anyio
 import pytest
 from pydantic import BaseModel
 
-from checkpoints import Checkpointer, MemoryCheckpointer, SerializationError, SqliteCheckpointer
+from checkpoints import Checkpointer, SerializationError
 from graphflow import (
     END,
     START,
@@ -31,16 +29,6 @@ from graphflow.agents import (
 )
 from graphflow.auth import Decision
 from graphflow.reducers import append
-
-
-@pytest.fixture(params=["memory", "sqlite"])
-def store(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Checkpointer]:
-    if request.param == "memory":
-        yield MemoryCheckpointer()
-        return
-    cp = SqliteCheckpointer(tmp_path / "a.db")
-    yield cp
-    anyio.run(cp.close)
 
 
 def _agent_graph(store: Checkpointer, ran: list[str]) -> Any:

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import math
 import threading
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any, TypedDict
 
@@ -36,16 +35,6 @@ from graphflow import (
 class S(TypedDict, total=False):
     x: Any
     n: int
-
-
-@pytest.fixture(params=["memory", "sqlite"])
-def store(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Checkpointer]:
-    if request.param == "memory":
-        yield MemoryCheckpointer()
-        return
-    cp = SqliteCheckpointer(tmp_path / "l.db")
-    yield cp
-    anyio.run(cp.close)
 
 
 def _chain(store: Checkpointer | None, second: Any) -> Any:

@@ -87,3 +87,21 @@ def test_public_names_have_docstrings(module: str) -> None:
         obj = getattr(mod, name)
         if callable(obj) and not isinstance(obj, str):
             assert obj.__doc__, f"{module}.{name} has no docstring"
+
+
+PUBLIC_PACKAGES = ["checkpoints", "graphflow", "graphflow.agents", "graphflow.auth"]
+
+
+@pytest.mark.parametrize("module", PUBLIC_PACKAGES)
+def test_the_namespace_is_all(module: str) -> None:
+    """As httpx pins it: every public name of a package is in its ``__all__`` and nothing
+    else is (submodules, which importing makes attributes of a package, aside)."""
+    import types
+
+    mod = importlib.import_module(module)
+    public = sorted(
+        name
+        for name, value in vars(mod).items()
+        if not name.startswith("_") and not isinstance(value, types.ModuleType)
+    )
+    assert public == sorted(mod.__all__)

@@ -8,14 +8,9 @@ is never told another call's result.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
-import anyio
-import pytest
-
-from checkpoints import Checkpointer, MemoryCheckpointer, SqliteCheckpointer
+from checkpoints import Checkpointer
 from graphflow import END, START, StateGraph
 from graphflow.agents import (
     Agent,
@@ -26,16 +21,6 @@ from graphflow.agents import (
     ToolCall,
     tool,
 )
-
-
-@pytest.fixture(params=["memory", "sqlite"])
-def store(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Checkpointer]:
-    if request.param == "memory":
-        yield MemoryCheckpointer()
-        return
-    cp = SqliteCheckpointer(tmp_path / "p.db")
-    yield cp
-    anyio.run(cp.close)
 
 
 def _graph(store: Checkpointer, model: Any, ran: list[Any]) -> Any:
