@@ -3,13 +3,13 @@
 ``sync_method(amethod)`` makes ``invoke`` of ``ainvoke`` (and so on): one helper for every
 method, keyword arguments passed through. ``sync_iter_method`` does the same for an async
 generator (``stream`` of ``astream``). Both run on an event loop private to the calling
-thread and kept between calls (making and closing a loop costs about four times what a short
-run does), where stores may do their I/O inline (``checkpoints.blocking.inline_io``); a
+thread and kept between calls (a loop made and closed per call would cost more than a short
+run: benchmark W5), where stores may do their I/O inline (``checkpoints.blocking.inline_io``); a
 call from inside a running event loop is refused (use the async method there).
 
 Ctrl-C interrupts the loop; the call's task is then cancelled and run to its end, so its
 cleanup (giving up a lease) happens. ``asyncio.Runner`` would serve too, but it swaps the
-SIGINT handler on every call, a tenth of a small graph's run.
+SIGINT handler on every call (W5 measures the cost).
 """
 
 from __future__ import annotations

@@ -61,8 +61,8 @@ def _takes_ctx(fn: Callable[..., Any]) -> bool:
     """Whether ``fn`` is called as ``fn(state, ctx)``: two required positional parameters,
     or one named ``ctx``/``context``."""
     if type(fn) is types.FunctionType and "__wrapped__" not in fn.__dict__:
-        # A plain function: read its code object (inspect.signature costs ~20x more, and a
-        # process that resumes a thread compiles its graph first).
+        # A plain function: read its code object (inspect.signature is much slower, and a
+        # process that resumes a thread compiles its graph first: benchmark W4).
         code = fn.__code__
         n = code.co_argcount
         if n - len(fn.__defaults__ or ()) >= 2:

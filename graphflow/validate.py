@@ -48,8 +48,8 @@ def to_networkx(graph: Any) -> Any:
     """The graph (a ``GraphSpec``, or a compiled graph) as a ``networkx.DiGraph`` (for
     drawing and analysis).
 
-    networkx is imported here, not at ``compile``: importing it costs about a quarter of a
-    second, which every process that resumes a thread would pay.
+    networkx is imported here, not at ``compile``: every process that resumes a thread
+    compiles its graph, and importing networkx would be most of its start-up (benchmark W4).
     """
     import networkx as nx
 
