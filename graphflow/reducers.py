@@ -9,8 +9,6 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any, TypeVar
 
-from graphflow.messages import add_messages
-
 T = TypeVar("T")
 
 
@@ -27,6 +25,17 @@ def merge(current: Mapping[str, Any] | None, update: Mapping[str, Any]) -> dict[
     out = dict(current) if current is not None else {}
     out.update(update)
     return out
+
+
+def add_messages(current: list[Any] | None, update: Any) -> list[Any]:
+    """Merge chat messages: a message whose id is already present replaces it; others
+    append; dicts such as ``{"role": "user", "content": "hi"}`` become ``Message``s. The
+    same reducer as ``graphflow.messages.add_messages``, whatever else is imported."""
+    # Imported when first used: the message models are pydantic classes, which a process
+    # whose graph has no chat transcript should not pay to build (benchmark W4's import).
+    from graphflow.messages import add_messages as merge
+
+    return merge(current, update)
 
 
 APPEND_ONLY: frozenset[Callable[..., Any]] = frozenset({append})
