@@ -8,13 +8,11 @@ from checkpoints.base import Checkpointer
 from checkpoints.errors import (
     CheckpointError,
     CorruptCheckpointError,
-    DispatchConflictError,
     HeadConflictError,
     LeaseHeldError,
     LeaseLostError,
     SchemaVersionError,
     SerializationError,
-    ThreadNotFoundError,
 )
 from checkpoints.memory import MemoryCheckpointer
 from checkpoints.models import (
@@ -46,7 +44,6 @@ __all__ = [
     "CommitBatch",
     "CorruptCheckpointError",
     "DecisionRecord",
-    "DispatchConflictError",
     "DispatchRecord",
     "HeadConflictError",
     "LeaseHeldError",
@@ -61,7 +58,6 @@ __all__ = [
     "TaskRecord",
     "TaskSpec",
     "ThreadInfo",
-    "ThreadNotFoundError",
     "ThreadRecord",
     "ThreadUpdate",
 ]

@@ -96,7 +96,10 @@ class Checkpointer(Protocol):
         ...
 
     async def list_threads(self, status: ThreadStatus | None = None) -> list[ThreadInfo]:
-        """Threads (optionally of one status), most recently updated first, from an index."""
+        """Threads (optionally of one status), most recently updated first, from an index.
+
+        Raises ``ValueError`` for a ``status`` that is not a ``ThreadStatus``.
+        """
         ...
 
     # -- checkpoints and state -------------------------------------------------------------

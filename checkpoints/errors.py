@@ -9,9 +9,7 @@ The tree (one root for the package; ``checkpoints`` cannot import graphflow's ro
     ├── SchemaVersionError           the store was written by a newer version of graphflow
     ├── LeaseHeldError               another live runner holds the thread's lease
     ├── LeaseLostError               this runner's lease was taken over or expired
-    ├── HeadConflictError            compare-and-set on the thread head failed
-    ├── ThreadNotFoundError          no such thread in the store
-    └── DispatchConflictError        a tool call was already claimed for dispatch
+    └── HeadConflictError            compare-and-set on the thread head failed
 """
 
 from __future__ import annotations
@@ -94,20 +92,3 @@ class HeadConflictError(CheckpointError):
         self.thread_id = thread_id
         self.expected = expected
         self.actual = actual
-
-
-class ThreadNotFoundError(CheckpointError):
-    """No thread with this id exists in the store."""
-
-    def __init__(self, thread_id: str):
-        super().__init__(f"no thread {thread_id!r} in the store")
-        self.thread_id = thread_id
-
-
-class DispatchConflictError(CheckpointError):
-    """A tool call was already claimed for dispatch in this thread."""
-
-    def __init__(self, thread_id: str, call_id: str):
-        super().__init__(f"tool call {call_id!r} of thread {thread_id!r} was already dispatched")
-        self.thread_id = thread_id
-        self.call_id = call_id

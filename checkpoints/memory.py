@@ -39,6 +39,7 @@ from checkpoints.models import (
     ThreadInfo,
     ThreadRecord,
     ThreadStatus,
+    check_thread_status,
     now,
 )
 
@@ -131,6 +132,8 @@ class MemoryCheckpointer:
         return point
 
     async def list_threads(self, status: ThreadStatus | None = None) -> list[ThreadInfo]:
+        if status is not None:
+            check_thread_status(status)
         recs = [r for r in self._threads.values() if status is None or r.status == status]
         recs.sort(key=lambda r: (r.updated_at, r.thread_id), reverse=True)
         return [ThreadInfo.from_record(r) for r in recs]

@@ -106,6 +106,7 @@ from checkpoints.models import (
     ThreadInfo,
     ThreadRecord,
     ThreadStatus,
+    check_thread_status,
     now,
 )
 
@@ -376,6 +377,8 @@ class SqliteCheckpointer:
 
     async def list_threads(self, status: ThreadStatus | None = None) -> list[ThreadInfo]:
         """Threads, most recently updated first (by status: a range of the status index)."""
+        if status is not None:
+            check_thread_status(status)
 
         def run(conn: sqlite3.Connection) -> list[ThreadInfo]:
             if status is None:

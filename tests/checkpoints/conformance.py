@@ -811,6 +811,18 @@ async def check_list_threads(make: Factory) -> None:
     assert (await cp.list_threads())[0].thread_id == "a"
 
 
+async def check_list_threads_refuses_an_unknown_status(make: Factory) -> None:
+    """A status that is not a ``ThreadStatus`` is a ``ValueError`` naming it and the valid
+    ones, never an empty list (a typo would otherwise look like "no such threads")."""
+    cp = make()
+    await cp.acquire_lease(T1, new_owner(), 60.0)
+    for bad in ["Paused", "pending", "", 1, None.__class__]:
+        with pytest.raises(ValueError, match="status") as err:
+            await cp.list_threads(bad)  # type: ignore[arg-type]
+        assert repr(bad) in str(err.value) and "'paused'" in str(err.value)
+    assert [i.thread_id for i in await cp.list_threads("running")] == [T1]
+
+
 async def check_commit_takes_and_gives_up_the_lease(make: Factory) -> None:
     """``acquire_ttl`` takes the lease in the commit's transaction (creating the thread);
     ``release`` gives it up in it; a live other owner makes the commit fail untouched."""
@@ -929,6 +941,7 @@ CHECKS: list[Check] = [
     check_decisions_append_only,
     check_dispatch_claim_once,
     check_list_threads,
+    check_list_threads_refuses_an_unknown_status,
     check_commit_takes_and_gives_up_the_lease,
     check_resume_thread,
 ]
