@@ -11,8 +11,11 @@ from checkpoints.errors import (
     HeadConflictError,
     LeaseHeldError,
     LeaseLostError,
+    ReadOnlyStoreError,
     SchemaVersionError,
     SerializationError,
+    StoreLockedError,
+    StorePathError,
 )
 from checkpoints.memory import MemoryCheckpointer
 from checkpoints.models import (
@@ -51,10 +54,13 @@ __all__ = [
     "MemoRecord",
     "MemoryCheckpointer",
     "PauseRecord",
+    "ReadOnlyStoreError",
     "ResumePoint",
     "SchemaVersionError",
     "SerializationError",
     "SqliteCheckpointer",
+    "StoreLockedError",
+    "StorePathError",
     "TaskRecord",
     "TaskSpec",
     "ThreadInfo",

@@ -202,12 +202,14 @@ class _RoomTxn(_Txn):
 def _is_damage(exc: sqlite3.DatabaseError) -> bool:
     """Whether a sqlite3 error means the file is damaged (not busy, locked or misused).
 
-    Damaged pages or header (SQLITE_CORRUPT, SQLITE_NOTADB), or tables missing although the
-    file says its schema is complete.
+    Damaged pages or header (SQLITE_CORRUPT, SQLITE_NOTADB), tables missing although the file
+    says its schema is complete, or text that is not UTF-8 (Python's sqlite3 cannot read it).
     """
     code = getattr(exc, "sqlite_errorcode", None)
     if code is None:
-        return type(exc) is sqlite3.DatabaseError
+        return type(exc) is sqlite3.DatabaseError or str(exc).startswith(
+            "Could not decode to UTF-8"
+        )
     return code & 0xFF in (11, 26) or str(exc).startswith(("no such table", "no such column"))
 
 

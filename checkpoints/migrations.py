@@ -23,7 +23,8 @@ import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
-from checkpoints.errors import SchemaVersionError
+from checkpoints._sqlite_path import not_a_store
+from checkpoints.errors import CorruptCheckpointError, SchemaVersionError
 
 __all__ = ["MIGRATIONS", "SCHEMA_VERSION", "apply", "pending"]
 
@@ -246,7 +247,7 @@ _META = "_graphflow_meta"
 _APPLIED = "_graphflow_migrations"
 
 
-def _stored(conn: sqlite3.Connection) -> tuple[int, set[str]]:
+def _stored(conn: sqlite3.Connection, path: str) -> tuple[int, set[str]]:
     """The file's schema version and applied migration names ((0, set()) for a new file)."""
     try:  # one statement: every process that opens the file runs it
         rows = conn.execute(
@@ -260,11 +261,24 @@ def _stored(conn: sqlite3.Connection) -> tuple[int, set[str]]:
     if rows is not None:
         version = next((int(v) for kind, v in rows if kind == 0), 0)
         return version, {name for kind, name in rows if kind == 1}
-    exists = conn.execute(
-        "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = ?", (_META,)
-    ).fetchone()
-    if exists is None:
-        return 0, set()  # a new file (or not ours yet)
+    tables = [
+        r[0]
+        for r in conn.execute(
+            "SELECT name FROM sqlite_master WHERE type = 'table' AND name NOT LIKE 'sqlite_%'"
+            " ORDER BY name"
+        )
+    ]
+    if _META not in tables:
+        if not tables:
+            return 0, set()  # a new (empty) file
+        ours = [t for t in tables if t.startswith("gf_") or t == _APPLIED]
+        if ours:
+            raise CorruptCheckpointError(
+                f"checkpoint store {path!r} is damaged (its schema records are missing, its "
+                f"tables {ours} are not); restore it from a backup"
+            )
+        shown = ", ".join(tables[:5]) + (", ..." if len(tables) > 5 else "")
+        raise not_a_store(path, f"it is an SQLite database with other tables ({shown})")
     row = conn.execute(f"SELECT value FROM {_META} WHERE key = 'schema_version'").fetchone()
     version = int(row[0]) if row is not None else 0
     applied = {r[0] for r in conn.execute(f"SELECT name FROM {_APPLIED}")}
@@ -287,7 +301,7 @@ def pending(conn: sqlite3.Connection, path: str = "") -> bool:
     Raises:
         SchemaVersionError: the file was written by a newer graphflow.
     """
-    version, applied = _stored(conn)
+    version, applied = _stored(conn, path)
     _check(version, applied, path)
     return version != SCHEMA_VERSION or len(applied) != SCHEMA_VERSION
 
@@ -309,7 +323,7 @@ def apply(conn: sqlite3.Connection, path: str = "") -> list[str]:
     db = Database(conn, recursive_triggers=False, execute_plugins=False)
     db.execute(f"CREATE TABLE IF NOT EXISTS {_META} (key TEXT PRIMARY KEY, value)")
     db.execute(f"CREATE TABLE IF NOT EXISTS {_APPLIED} (name TEXT PRIMARY KEY, applied_at REAL)")
-    version, applied = _stored(conn)
+    version, applied = _stored(conn, path)
     _check(version, applied, path)
     done: list[str] = []
     for name, migrate in MIGRATIONS:

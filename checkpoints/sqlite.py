@@ -24,9 +24,15 @@ module adds durability and multi-process safety. Decisions behind it:
   (one snapshot).
 - **Values are serialized before the transaction begins**: a ``SerializationError`` writes
   nothing and the write lock is held only for SQL.
-- **Damage is reported, never guessed around.** SQLite's "file is not a database" and
-  "database disk image is malformed", undecodable blobs and missing rows raise
-  ``CorruptCheckpointError`` naming the thread (and the checkpoint when known).
+- **Damage is reported, never guessed around.** SQLite's "file is not a database" (for a
+  file that was an SQLite file) and "database disk image is malformed", undecodable blobs
+  and missing rows raise ``CorruptCheckpointError`` naming the thread (and the checkpoint
+  when known).
+- **Other SQLite errors get names too.** A path that cannot hold a store, or a file that is
+  not one, raises ``StorePathError`` naming it (``_sqlite_path``); a store whose file or
+  directory is not writable is opened read-only (a write raises ``ReadOnlyStoreError``); a
+  write lock held by another client past ``busy_timeout`` raises ``StoreLockedError``
+  (nothing written, retry the call).
 - **No statement outlives a call**: multi-row reads ``fetchall()`` before decoding, so an
   error while decoding never leaves a statement open holding an old snapshot.
 - **Lifecycle.** The file and its schema are created when the object is made (or, if that
@@ -49,6 +55,7 @@ from typing import Any, TypeVar
 import anyio
 import anyio.to_thread
 
+from checkpoints import _sqlite_path as _path
 from checkpoints import _wal, migrations
 from checkpoints._decode import load_value as _load
 from checkpoints._sqlite_read import (
@@ -86,7 +93,10 @@ from checkpoints.errors import (
     CheckpointError,
     CorruptCheckpointError,
     LeaseLostError,
+    ReadOnlyStoreError,
     SerializationError,
+    StoreLockedError,
+    StorePathError,
 )
 from checkpoints.keeper import keeper
 from checkpoints.models import (
@@ -141,6 +151,7 @@ class SqliteCheckpointer:
         self.busy_timeout = busy_timeout
         self.synchronous = synchronous.upper()
         self._conn: sqlite3.Connection | None = None
+        self._read_only: str | None = None  # what is not writable, when opened read-only
         self._wal_fd: int | None = None  # on the WAL, while the connection is open (_wal)
         self._sync_level = self.synchronous
         self._lock = threading.Lock()
@@ -154,25 +165,62 @@ class SqliteCheckpointer:
     def _open(self) -> sqlite3.Connection:
         """Connect, set the pragmas and migrate the schema (the lazy ``setup``)."""
         keeper().start()  # its thread starts while this waits for the file (see keeper)
-        conn = sqlite3.connect(
-            self.path,
+        read_only = _path.locate(self.path)  # a path that cannot serve raises, naming it
+        if read_only is not None:
+            conn = self._connect_read_only(read_only)
+        else:
+            conn = self._connect(self.path)
+            try:
+                # What the file holds is looked at first: a foreign file is left as it was.
+                pending = migrations.pending(conn, self.path)
+                conn.execute("PRAGMA journal_mode=WAL")
+                conn.execute(f"PRAGMA synchronous={self.synchronous}")
+                if pending:
+                    with _Txn(conn):
+                        migrations.apply(conn, self.path)
+            except BaseException:
+                conn.close()
+                raise
+        self._sync_level = self.synchronous
+        self._read_only = read_only
+        self._conn = conn
+        # SQLite made the WAL as it first read (a read-only store writes none).
+        self._wal_fd = _wal.open_fd(self._wal_path) if read_only is None else None
+        return conn
+
+    def _connect(self, target: str, *, uri: bool = False) -> sqlite3.Connection:
+        return sqlite3.connect(
+            target,
             timeout=self.busy_timeout,
             isolation_level=None,  # transactions are explicit (_Txn)
             check_same_thread=False,  # used by anyio's worker threads, one at a time
+            uri=uri,
         )
-        try:
-            conn.execute("PRAGMA journal_mode=WAL")
-            conn.execute(f"PRAGMA synchronous={self.synchronous}")
-            self._sync_level = self.synchronous
-            if migrations.pending(conn, self.path):
-                with _Txn(conn):
-                    migrations.apply(conn, self.path)
-        except BaseException:
-            conn.close()
-            raise
-        self._conn = conn
-        self._wal_fd = _wal.open_fd(self._wal_path)  # SQLite made the WAL as it first read
-        return conn
+
+    def _connect_read_only(self, why: str) -> sqlite3.Connection:
+        """Open a store whose file or directory is not writable (see ``_sqlite_path``)."""
+        uris = _path.read_only_uris(self.path)
+        for i, target in enumerate(uris):
+            conn = self._connect(target, uri=True)
+            try:
+                if migrations.pending(conn, self.path):
+                    raise ReadOnlyStoreError(
+                        f"checkpoint store {self.path!r} was written by an older graphflow and "
+                        f"must be upgraded, but it is read-only (its {why} is not writable): "
+                        "open it once with write access",
+                        path=self.path,
+                    )
+                return conn
+            except sqlite3.OperationalError as e:
+                conn.close()
+                # No -shm index could be made beside it: try the next way (immutable).
+                cannot = (sqlite3.SQLITE_CANTOPEN, sqlite3.SQLITE_READONLY)
+                if i + 1 == len(uris) or e.sqlite_errorcode & 0xFF not in cannot:
+                    raise
+            except BaseException:
+                conn.close()
+                raise
+        raise AssertionError("unreachable")  # pragma: no cover
 
     def _close_conn(self) -> None:
         """Close the connection (and the descriptor on its WAL)."""
@@ -197,7 +245,7 @@ class SqliteCheckpointer:
                 self._close_conn()
 
     def _call(self, thread_id: str | None, fn: Callable[[sqlite3.Connection], T]) -> T:
-        """Run ``fn`` on the connection (in a worker thread); damage becomes an error."""
+        """Run ``fn`` on the connection (in a worker thread); SQLite errors become typed ones."""
         with self._lock:
             try:
                 conn = self._conn if self._conn is not None else self._open()
@@ -206,17 +254,34 @@ class SqliteCheckpointer:
                 return fn(conn)
             except sqlite3.DatabaseError as e:
                 self._drop_if_stuck()
-                if not _is_damage(e):
-                    raise
-                who = f"thread {thread_id!r}: " if thread_id is not None else ""
-                raise CorruptCheckpointError(
-                    f"{who}checkpoint store {self.path!r} is damaged ({e}); restore it from a "
-                    "backup",
-                    thread_id=thread_id,
-                ) from e
+                raise self._typed(e, thread_id) from e
             except BaseException:
                 self._drop_if_stuck()  # (a call that returns never leaves a transaction open)
                 raise
+
+    def _typed(self, e: sqlite3.DatabaseError, thread_id: str | None) -> Exception:
+        """The ``CheckpointError`` that an SQLite error stands for (``e`` itself if none)."""
+        path = self.path
+        code = getattr(e, "sqlite_errorcode", 0) & 0xFF
+        if code == sqlite3.SQLITE_BUSY:
+            return StoreLockedError(path, self.busy_timeout)
+        if code == sqlite3.SQLITE_READONLY:
+            return _path.read_only_error(path, self._read_only or "file or directory")
+        if code == sqlite3.SQLITE_NOTADB and _path.is_foreign(path):
+            return _path.not_a_store(path, "it is not an SQLite file")
+        if code == sqlite3.SQLITE_CANTOPEN:
+            try:
+                _path.locate(path)
+            except StorePathError as found:
+                return found
+            return StorePathError(f"cannot open checkpoint store {path!r}: {e}", path=path)
+        if not _is_damage(e):
+            return e
+        who = f"thread {thread_id!r}: " if thread_id is not None else ""
+        return CorruptCheckpointError(
+            f"{who}checkpoint store {path!r} is damaged ({e}); restore it from a backup",
+            thread_id=thread_id,
+        )
 
     async def _run(self, thread_id: str | None, fn: Callable[[sqlite3.Connection], T]) -> T:
         """Run ``fn`` off the event loop, one call of this object at a time."""

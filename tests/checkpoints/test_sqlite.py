@@ -30,6 +30,7 @@ from checkpoints import (
     SchemaVersionError,
     SerializationError,
     SqliteCheckpointer,
+    StoreLockedError,
     ThreadUpdate,
     _wal,
     migrations,
@@ -475,7 +476,7 @@ async def test_busy_timeout_expiry_is_an_error_not_damage(path: Path) -> None:
             [sys.executable, "-c", HOLDER, str(path), "1.0"]
         ) as proc:
             assert await read_line(proc) == "locked"
-            with pytest.raises(sqlite3.OperationalError, match="locked"):
+            with pytest.raises(StoreLockedError, match="locked by another writer"):
                 await cp.commit(T1, owner, c.step_batch(head, {"counter": 1}, step=1))
             assert await proc.wait() == 0
         assert (await load_head_state(cp))["counter"] == 0  # nothing was written
