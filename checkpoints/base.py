@@ -132,9 +132,9 @@ class Checkpointer(Protocol):
         """Channel values at the given versions (a checkpoint's ``channel_versions``).
 
         A channel listed in ``bases`` is rebuilt from its ``set`` row at the base version
-        followed by its ``append`` rows of that base up to the version, in version order
-        (an empty list when there is no ``set`` row). Raises ``CorruptCheckpointError`` when a
-        referenced row is missing or cannot be decoded.
+        followed by its ``append`` rows of that base up to the version, in version order.
+        Raises ``CorruptCheckpointError`` when a referenced row (the ``set`` row of a chain
+        included) is missing or cannot be decoded.
         """
         ...
 

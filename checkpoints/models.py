@@ -212,7 +212,9 @@ class DecisionRecord:
     """A human's decision on a tool call, keyed by function call id; append-only.
 
     ``applied`` is false when the decision was recorded but ignored (for example because its
-    fingerprint did not match the proposed call); ``note`` says why.
+    fingerprint did not match the proposed call); ``note`` says why. ``pause_id`` is the
+    pause the decision answered, when known; ``extra`` holds further fields the engine
+    records (serialized with ``checkpoints.serde``, so its values must be storable).
     """
 
     thread_id: ThreadId
@@ -224,6 +226,8 @@ class DecisionRecord:
     applied: bool = True
     note: str | None = None
     created_at: float = field(default_factory=now)
+    pause_id: PauseId | None = None
+    extra: dict[str, Any] = field(default_factory=dict)
 
 
 @dataclass(frozen=True, slots=True)

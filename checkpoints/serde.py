@@ -44,8 +44,9 @@ import dataclasses
 import enum
 import os
 import threading
+import zlib
 import zoneinfo
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from datetime import date, datetime, time, timedelta, timezone
 from decimal import Decimal
 from typing import Any, TypeVar, overload
@@ -57,7 +58,15 @@ from pydantic import BaseModel
 
 from checkpoints.errors import CorruptCheckpointError, SerializationError
 
-__all__ = ["DecodeError", "dumps", "is_registered", "loads", "register", "registered_name"]
+__all__ = [
+    "DecodeError",
+    "checksum",
+    "dumps",
+    "is_registered",
+    "loads",
+    "register",
+    "registered_name",
+]
 
 T = TypeVar("T", bound=type)
 
@@ -91,6 +100,7 @@ _by_name: dict[str, type] = {}
 _by_class: dict[type, tuple[str, int]] = {}
 _registry_lock = threading.Lock()
 _packers: list[_Encoder] = []  # idle encoders; list.pop/append are atomic
+_row_packers: list[Any] = []  # idle plain packers for checksum()
 _pending = _Pending()
 
 
@@ -203,6 +213,23 @@ def dumps(value: object, *, key: str | None = None) -> bytes:
     at = f" at key {where!r}" if key is not None else (f" at {where!r}" if where else "")
     message = f"cannot store value of type {type_name!r}{at}: {hint}"
     raise SerializationError(message, key=key, type_name=type_name) from cause
+
+
+def checksum(values: Sequence[object]) -> int:
+    """CRC-32 of a stored row's column values (None, int, float, str, bytes), types and order
+    included: a value of another type (the text ``"5"`` for the integer 5, NULL for an empty
+    string), or two values swapped, give another checksum.
+
+    Raises:
+        TypeError: a value is not one of those types.
+    """
+    try:
+        packer = _row_packers.pop()
+    except IndexError:
+        packer = msgpack.Packer(use_bin_type=True)
+    data = packer.pack(values)  # (on error the packer is dropped: its state is unknown)
+    _row_packers.append(packer)
+    return zlib.crc32(data)
 
 
 def loads(data: bytes) -> object:

@@ -587,7 +587,8 @@ def test_register_rules() -> None:
 def test_exported_names() -> None:
     assert serde.__all__ == sorted(serde.__all__)
     assert serde.__all__ == [
-        "DecodeError", "dumps", "is_registered", "loads", "register", "registered_name"
+        "DecodeError", "checksum", "dumps", "is_registered", "loads", "register",
+        "registered_name",
     ]  # fmt: skip
     assert issubclass(DecodeError, CorruptCheckpointError)
 
@@ -724,3 +725,16 @@ def test_property_what_dumps_accepts_loads_back_identically(value: Any) -> None:
         assert e.type_name in ("ExtType", "Timestamp"), e
         return
     assert canon(loads(blob)) == canon(value)
+
+
+def test_checksum_tells_types_order_and_null_apart() -> None:
+    row = ("t1", "", 5, 1.5, None, b"\x00")
+    assert serde.checksum(row) == serde.checksum(list(row))
+    for other in [
+        ("t1", "", "5", 1.5, None, b"\x00"), ("t1", "", 5, 1.5, "", b"\x00"),
+        ("", "t1", 5, 1.5, None, b"\x00"), ("t1", "", 5, 1.5, None, "\x00"),
+        ("t1", "", 5.0, 1.5, None, b"\x00"), ("t1", "", 5, 1.5, None, b"\x01"),
+        ("t1", "", 5, 1.5, None),
+    ]:  # fmt: skip
+        assert serde.checksum(other) != serde.checksum(row), other
+    assert 0 <= serde.checksum(row) < 2**32

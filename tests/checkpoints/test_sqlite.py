@@ -116,6 +116,42 @@ async def raw(
     return await anyio.to_thread.run_sync(run)
 
 
+RECOMPUTE_CHECKSUMS = [
+    "UPDATE gf_threads SET crc = gf_crc(thread_id, status, head, graph_name, lease_owner,"
+    " lease_expires_at, pending_pause_ids, pending_count, created_at, updated_at),"
+    " info_crc = gf_crc(thread_id, status, updated_at, pending_count, graph_name, created_at)",
+    "UPDATE gf_checkpoints SET crc = gf_crc(thread_id, ns, id, parent_id, step, source,"
+    " channel_versions, channel_bases, body, created_at)",
+    "UPDATE gf_channels SET crc = gf_crc(thread_id, ns, channel, version, kind, base,"
+    " coalesce(blob, (SELECT data FROM gf_blobs b WHERE b.id = gf_channels.blob_id)))",
+    "UPDATE gf_tasks SET crc = gf_crc(thread_id, ns, checkpoint_id, task_id, node, status,"
+    " attempts, started_at, ended_at, error, body)",
+    "UPDATE gf_memos SET crc = gf_crc(thread_id, ns, checkpoint_id, task_id, key, value,"
+    " created_at)",
+    "UPDATE gf_pauses SET crc = gf_crc(thread_id, id, ns, checkpoint_id, task_id, node, kind,"
+    " value, created_at)",
+]
+"""What migration 0002 computes for existing rows: run after an edit, it makes the edit
+look like damage that predates the upgrade (or a foreign writer that computes checksums),
+which the decoders' own checks must catch."""
+
+
+async def blessed(path: Path, sql: str, params: tuple[object, ...] = ()) -> None:
+    """Run SQL on a connection of its own, then give every row a checksum of what it holds."""
+
+    def run() -> None:
+        conn = sqlite3.connect(path, isolation_level=None)
+        conn.create_function("gf_crc", -1, lambda *v: serde.checksum(v), deterministic=True)
+        try:
+            conn.execute(sql, params)
+            for recompute in RECOMPUTE_CHECKSUMS:
+                conn.execute(recompute)
+        finally:
+            conn.close()
+
+    await anyio.to_thread.run_sync(run)
+
+
 async def on_connection(cp: SqliteCheckpointer, sql: str) -> list[Any]:
     """Run SQL on the checkpointer's own connection, in a worker thread."""
     return await anyio.to_thread.run_sync(
@@ -448,7 +484,8 @@ async def test_processes_racing_on_a_new_file(path: Path) -> None:
         for proc in procs:
             await proc.aclose()
     assert results == ["held", "held", "held", "won"]
-    assert await raw(path, "SELECT name FROM _graphflow_migrations") == [("0001_initial",)]
+    names = [(name,) for name, _ in migrations.MIGRATIONS]
+    assert await raw(path, "SELECT name FROM _graphflow_migrations ORDER BY name") == names
 
 
 @pytest.mark.anyio
@@ -522,27 +559,69 @@ async def test_schema_is_created_by_named_migrations(cp: SqliteCheckpointer, pat
 
 @pytest.mark.anyio
 async def test_newer_schema_version_is_refused(cp: SqliteCheckpointer, path: Path) -> None:
+    """A newer graphflow appends migrations: its file lists one unknown here and counts it."""
     await fill(cp, 1)
     await cp.close()
     newer = migrations.SCHEMA_VERSION + 1
     await raw(path, "UPDATE _graphflow_meta SET value = ? WHERE key = 'schema_version'", (newer,))
+    await raw(path, "INSERT INTO _graphflow_migrations VALUES ('9999_from_the_future', 0)")
     store = SqliteCheckpointer(path)
     with pytest.raises(SchemaVersionError, match=f"schema version {newer}.*upgrade graphflow"):
         await store.get_thread(T1)
-    with pytest.raises(SchemaVersionError):
+    with pytest.raises(SchemaVersionError, match="9999_from_the_future"):
         await store.setup()
     await store.close()
 
 
 @pytest.mark.anyio
-async def test_unknown_migration_is_refused(cp: SqliteCheckpointer, path: Path) -> None:
-    await cp.setup()
+@pytest.mark.parametrize(
+    "damage",
+    [
+        "UPDATE _graphflow_meta SET value = value + 1 WHERE key = 'schema_version'",
+        "UPDATE _graphflow_meta SET value = 'two' WHERE key = 'schema_version'",
+        "DELETE FROM _graphflow_meta WHERE key = 'schema_version'",
+        "INSERT INTO _graphflow_migrations VALUES ('9999_from_the_future', 0)",
+        "DELETE FROM _graphflow_migrations WHERE name = '0001_initial'",
+        "DELETE FROM _graphflow_migrations WHERE name = '0002_checksums'",
+        "UPDATE _graphflow_migrations SET name = '0001_initiam' WHERE name = '0001_initial'",
+        "DROP TABLE _graphflow_migrations",
+        "DROP TABLE _graphflow_meta",
+    ],
+)
+async def test_damaged_migration_records_are_damage(
+    cp: SqliteCheckpointer, path: Path, damage: str
+) -> None:
+    """Migration records that contradict each other (or are gone, the tables being there)
+    are damage naming the file: never "written by a newer graphflow", never a migration run
+    again on tables it made already (``table gf_threads already exists``)."""
+    await fill(cp, 1)
     await cp.close()
-    await raw(path, "INSERT INTO _graphflow_migrations VALUES ('9999_from_the_future', 0)")
+    await raw(path, damage)
+    before = path.read_bytes()
     store = SqliteCheckpointer(path)
-    with pytest.raises(SchemaVersionError, match="9999_from_the_future"):
+    for call in (store.setup, lambda: store.get_thread(T1)):
+        with pytest.raises(CorruptCheckpointError, match="is damaged") as err:
+            await call()
+        assert repr(str(path)) in str(err.value)
+        assert "already exists" not in str(err.value) or "meets its own tables" in str(err.value)
+    await store.close()
+    assert path.read_bytes() == before  # nothing migrated, nothing "repaired"
+
+
+@pytest.mark.anyio
+async def test_a_migration_meeting_its_own_tables_is_damage(path: Path) -> None:
+    """The migration records say 0001 did not run, yet its tables exist (the records are
+    consistent among themselves: a file made by hand): 0001 must not run again."""
+    cp = SqliteCheckpointer(path)
+    await fill(cp, 1)
+    await cp.close()
+    await raw(path, "DELETE FROM _graphflow_migrations")
+    await raw(path, "UPDATE _graphflow_meta SET value = 0 WHERE key = 'schema_version'")
+    store = SqliteCheckpointer(path)
+    with pytest.raises(CorruptCheckpointError, match="'0001_initial' meets its own tables"):
         await store.setup()
     await store.close()
+    assert await raw(path, "SELECT count(*) FROM gf_checkpoints") == [(1,)]
 
 
 # -- damage ------------------------------------------------------------------------------------
@@ -563,7 +642,7 @@ async def test_corrupt_channel_blob(cp: SqliteCheckpointer, path: Path) -> None:
 @pytest.mark.anyio
 async def test_corrupt_checkpoint_and_records(cp: SqliteCheckpointer, path: Path) -> None:
     _owner, head = await fill(cp, 3)
-    await raw(path, "UPDATE gf_checkpoints SET body = X'92C1' WHERE id = ?", (head,))
+    await blessed(path, "UPDATE gf_checkpoints SET body = X'92C1' WHERE id = ?", (head,))
     with pytest.raises(CorruptCheckpointError) as err:
         await cp.get_checkpoint(T1)
     assert (err.value.thread_id, err.value.checkpoint_id) == (T1, head)
@@ -572,7 +651,7 @@ async def test_corrupt_checkpoint_and_records(cp: SqliteCheckpointer, path: Path
         await cp.list_checkpoints(T1)
 
     # Valid msgpack of the wrong shape is damage too, never a half-built record.
-    await raw(path, "UPDATE gf_checkpoints SET body = ? WHERE id = ?", (serde.dumps([1]), head))
+    await blessed(path, "UPDATE gf_checkpoints SET body = ? WHERE id = ?", (serde.dumps([1]), head))
     with pytest.raises(CorruptCheckpointError, match="invalid shape"):
         await cp.get_checkpoint(T1, checkpoint_id=head)
 
@@ -582,31 +661,31 @@ async def test_corrupt_checkpoint_and_records(cp: SqliteCheckpointer, path: Path
         ("channel_bases", serde.dumps({"msgs": 5})),
         ("body", serde.dumps([{}, {}])),  # a map where the frontier list belongs
     ]:
-        await raw(path, f"UPDATE gf_checkpoints SET {column} = ? WHERE id = ?", (value, head))
+        await blessed(path, f"UPDATE gf_checkpoints SET {column} = ? WHERE id = ?", (value, head))
         with pytest.raises(CorruptCheckpointError, match="invalid shape") as err:
             await cp.get_checkpoint(T1)
         assert err.value.checkpoint_id == head
         valid = (serde.dumps({}), serde.dumps([[], {}]), head)
-        await raw(
+        await blessed(
             path,
             "UPDATE gf_checkpoints SET channel_versions = ?, channel_bases = NULL, body = ?"
             " WHERE id = ?",
             valid,
         )
 
-    await raw(path, "UPDATE gf_threads SET pending_pause_ids = X'FFFF'")
+    await blessed(path, "UPDATE gf_threads SET pending_pause_ids = X'FFFF'")
     with pytest.raises(CorruptCheckpointError, match="thread-1"):
         await cp.get_thread(T1)
 
-    await raw(path, "UPDATE gf_threads SET pending_pause_ids = ?", (serde.dumps(5),))
+    await blessed(path, "UPDATE gf_threads SET pending_pause_ids = ?", (serde.dumps(5),))
     with pytest.raises(CorruptCheckpointError, match="invalid shape"):
         await cp.get_thread(T1)
 
-    await raw(path, "UPDATE gf_tasks SET body = X'C1'")
+    await blessed(path, "UPDATE gf_tasks SET body = X'C1'")
     [(tasks,)] = await raw(path, "SELECT checkpoint_id FROM gf_tasks LIMIT 1")
     with pytest.raises(CorruptCheckpointError, match="thread-1"):
         await cp.load_tasks(T1, "", tasks)
-    await raw(path, "UPDATE gf_tasks SET body = ?", (serde.dumps(5),))
+    await blessed(path, "UPDATE gf_tasks SET body = ?", (serde.dumps(5),))
     with pytest.raises(CorruptCheckpointError, match="invalid shape"):
         await cp.load_tasks(T1, "", tasks)
 
@@ -616,7 +695,7 @@ async def test_list_channel_of_the_wrong_shape(cp: SqliteCheckpointer, path: Pat
     await fill(cp, 3)
     ck = await cp.get_checkpoint(T1)
     assert ck is not None
-    await raw(path, "UPDATE gf_channels SET blob = ? WHERE channel = 'msgs' AND kind = 'set'",
+    await blessed(path, "UPDATE gf_channels SET blob = ? WHERE channel = 'msgs' AND kind = 'set'",
         (serde.dumps(5),))  # fmt: skip
     with pytest.raises(CorruptCheckpointError, match="invalid shape") as err:
         await cp.load_channels(T1, "", ck.channel_versions, ck.channel_bases)
