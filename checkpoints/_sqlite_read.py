@@ -72,11 +72,14 @@ def read_thread_and_head(
     return thread, thread_row, rows.checkpoint(thread_id, "", ck_row), ck_row
 
 
-def _check_checkpoint_count(conn: sqlite3.Connection, thread_id: str, ns: str) -> None:
-    """After a checkpoint was not found by id: damage if the namespace lost a row."""
+def _check_checkpoints(conn: sqlite3.Connection, thread_id: str, ns: str) -> None:
+    """After a checkpoint was not found by id: damage if the namespace lost a row (its
+    count), or holds one whose key changed (its checksum, so every row is decoded)."""
     found = conn.execute(
-        "SELECT count(*) FROM gf_checkpoints WHERE thread_id = ? AND ns = ?", (thread_id, ns)
-    ).fetchone()[0]
+        _CKPT + " WHERE thread_id = ? AND ns = ?", (thread_id, ns)
+    ).fetchall()
+    for row in found:
+        rows.checkpoint(thread_id, ns, row)
     if ns == "":
         anchor = conn.execute(
             "SELECT n_checkpoints FROM gf_threads WHERE thread_id = ?", (thread_id,)
@@ -90,7 +93,7 @@ def _check_checkpoint_count(conn: sqlite3.Connection, thread_id: str, ns: str) -
         if found and ns != "":
             raise rows.damaged(thread_id, None, f"namespace {ns!r}", "its count is missing")
         return
-    rows.count(thread_id, f"checkpoints of namespace {ns!r}", anchor[0], found)
+    rows.count(thread_id, f"checkpoints of namespace {ns!r}", anchor[0], len(found))
 
 
 def read_checkpoint(
@@ -106,7 +109,7 @@ def read_checkpoint(
         sql = _CKPT + " WHERE thread_id = ? AND ns = ? AND id = ?"
         row = conn.execute(sql, (thread_id, ns, checkpoint_id)).fetchone()
         if row is None:
-            _check_checkpoint_count(conn, thread_id, ns)
+            _check_checkpoints(conn, thread_id, ns)
             return None
         return rows.checkpoint(thread_id, ns, row)
     if ns == "":  # the root's newest is the thread head
@@ -262,16 +265,17 @@ def read_memos(
     return _memos(found, thread_id, ns, checkpoint_id, anchor)
 
 
-def _check_pause_count(conn: sqlite3.Connection, thread_id: str) -> None:
-    """After asked-for pauses were not found: damage if the thread lost a pause row."""
+def check_pauses(conn: sqlite3.Connection, thread_id: str) -> None:
+    """After asked-for pauses were not found: damage if the thread lost a pause row (its
+    count) or holds one whose key changed (its checksum: every pause is decoded)."""
+    found = conn.execute(_PAUSE + " WHERE thread_id = ?", (thread_id,)).fetchall()
+    for row in found:
+        rows.pause(thread_id, row)
     anchor = conn.execute(
         "SELECT n_pauses FROM gf_threads WHERE thread_id = ?", (thread_id,)
     ).fetchone()
     if anchor is not None:
-        found = conn.execute(
-            "SELECT count(*) FROM gf_pauses WHERE thread_id = ?", (thread_id,)
-        ).fetchone()[0]
-        rows.count(thread_id, "pauses", anchor[0], found)
+        rows.count(thread_id, "pauses", anchor[0], len(found))
 
 
 def read_pauses(
@@ -282,7 +286,7 @@ def read_pauses(
     sql = _PAUSE + " WHERE thread_id = ? AND id = ?"
     found = [conn.execute(sql, (thread_id, p)).fetchone() for p in pause_ids]
     if any(r is None for r in found):
-        _check_pause_count(conn, thread_id)
+        check_pauses(conn, thread_id)
     return [rows.pause(thread_id, r) for r in found if r is not None]
 
 
@@ -383,12 +387,7 @@ def read_step_records(
         parts[r[0]].append(r[2:])
     by_id = {r[0]: r for r in parts[0]}
     if len(by_id) < len(set(pause_ids)):
-        rows.count(
-            thread_id, "pauses", thread_row[rows.N_PAUSES],
-            conn.execute(
-                "SELECT count(*) FROM gf_pauses WHERE thread_id = ?", (thread_id,)
-            ).fetchone()[0],
-        )  # fmt: skip
+        check_pauses(conn, thread_id)
     n_tasks, n_memos = rows.anchored_counts(thread_id, head_row)
     pauses = [rows.pause(thread_id, by_id[p]) for p in pause_ids if p in by_id]
     return (

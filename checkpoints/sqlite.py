@@ -684,13 +684,17 @@ class SqliteCheckpointer:
 
     @staticmethod
     def _check_dispatch_count(conn: sqlite3.Connection, thread_id: str) -> None:
-        """After a dispatch was not found: damage if the thread lost one (its claim is the
-        at-most-once guard: a lost claim must never let the call run again)."""
+        """After a dispatch was not found: damage if the thread lost one, or holds one whose
+        key changed (a claim is the at-most-once guard: a lost claim must never let the call
+        run again)."""
+        found = conn.execute(
+            f"SELECT call_id, {rows.DISPATCH_COLS} FROM gf_dispatches WHERE thread_id = ?",
+            (thread_id,),
+        ).fetchall()
+        for row in found:  # a claim whose key changed fails its checksum
+            rows.dispatch(thread_id, row[0], row[1:])
         anchor = conn.execute(
             "SELECT n_dispatches FROM gf_threads WHERE thread_id = ?", (thread_id,)
         ).fetchone()
         if anchor is not None:
-            found = conn.execute(
-                "SELECT count(*) FROM gf_dispatches WHERE thread_id = ?", (thread_id,)
-            ).fetchone()[0]
-            rows.count(thread_id, "dispatches", anchor[0], found)
+            rows.count(thread_id, "dispatches", anchor[0], len(found))

@@ -26,11 +26,13 @@ from checkpoints import (
     HeadConflictError,
     LeaseHeldError,
     LeaseLostError,
+    MemoRecord,
     PauseRecord,
     SchemaVersionError,
     SerializationError,
     SqliteCheckpointer,
     StoreLockedError,
+    TaskRecord,
     ThreadUpdate,
     _wal,
     migrations,
@@ -700,6 +702,160 @@ async def test_list_channel_of_the_wrong_shape(cp: SqliteCheckpointer, path: Pat
     with pytest.raises(CorruptCheckpointError, match="invalid shape") as err:
         await cp.load_channels(T1, "", ck.channel_versions, ck.channel_bases)
     assert err.value.thread_id == T1
+
+
+async def paused(cp: SqliteCheckpointer) -> tuple[str, CheckpointId]:
+    """``fill`` then a pause: T1 paused at its head, lease released."""
+    owner, head = await fill(cp, 3)
+    pause = PauseRecord(PauseId("p1"), T1, "", head, TaskId("t"), "ask", "interrupt", "ok?")
+    await cp.commit(T1, owner, CommitBatch(pauses=[pause],
+                    thread=ThreadUpdate("paused", (pause.id,)), release=True))  # fmt: skip
+    return owner, head
+
+
+async def every_read_is_corrupt(cp: SqliteCheckpointer, match: str) -> None:
+    """get_thread and resume_thread raise CorruptCheckpointError naming T1 (and ``match``)."""
+    for read in (lambda: cp.get_thread(T1), lambda: cp.resume_thread(T1, new_owner(), 60.0)):
+        with pytest.raises(CorruptCheckpointError, match=match) as err:
+            await read()
+        assert err.value.thread_id == T1 and "'thread-1'" in str(err.value)
+
+
+@pytest.mark.anyio
+@pytest.mark.parametrize("ids", [[["p1"]], [1], [None], "p1", [], [b"p1"]], ids=repr)
+async def test_pending_pause_ids_of_the_wrong_type(
+    cp: SqliteCheckpointer, path: Path, ids: object
+) -> None:
+    """Items that are not pause ids used to reach SQL (sqlite3.ProgrammingError), or to be
+    iterated (a string into characters): damage. Written as a schema-1 file held them
+    before the upgrade gave them checksums (``blessed``), so the decoder's check alone acts."""
+    await paused(cp)
+    await blessed(path, "UPDATE gf_threads SET pending_pause_ids = ?", (serde.dumps(ids),))
+    await every_read_is_corrupt(cp, "pending pauses")
+
+
+@pytest.mark.anyio
+@pytest.mark.parametrize(
+    ("column", "value"),
+    [
+        ("channel_versions", {"counter": 2**64}),  # once OverflowError when bound to SQL
+        ("channel_versions", {"counter": -1}),
+        ("channel_versions", {"counter": True}),
+        ("channel_bases", {"msgs": [2**63, 1]}),
+        ("channel_bases", {"msgs": [1, -1]}),
+        ("channel_bases", {"nope": [1, 1]}),  # a base of a channel the checkpoint lacks
+    ],
+    ids=repr,
+)
+async def test_channel_versions_out_of_range(
+    cp: SqliteCheckpointer, path: Path, column: str, value: object
+) -> None:
+    _owner, head = await paused(cp)
+    [(versions,)] = await raw(path, "SELECT channel_versions FROM gf_checkpoints WHERE id = ?",
+                              (head,))  # fmt: skip
+    if column == "channel_versions":
+        value = {**serde.loads(versions), **value}  # type: ignore[dict-item]
+    await blessed(path, f"UPDATE gf_checkpoints SET {column} = ? WHERE id = ?",
+                  (serde.dumps(value), head))  # fmt: skip
+    for read in (lambda: cp.get_checkpoint(T1), lambda: cp.resume_thread(T1, new_owner(), 60)):
+        with pytest.raises(CorruptCheckpointError, match="invalid shape") as err:
+            await read()
+        assert (err.value.thread_id, err.value.checkpoint_id) == (T1, head)
+
+
+@pytest.mark.anyio
+@pytest.mark.parametrize(
+    ("table", "column"),
+    [
+        ("gf_checkpoints", "step"), ("gf_checkpoints", "created_at"),
+        ("gf_threads", "lease_expires_at"), ("gf_threads", "created_at"),
+        ("gf_threads", "updated_at"), ("gf_threads", "status"), ("gf_threads", "pending_count"),
+        ("gf_tasks", "attempts"), ("gf_tasks", "started_at"), ("gf_tasks", "status"),
+        ("gf_pauses", "created_at"), ("gf_pauses", "kind"), ("gf_memos", "created_at"),
+    ],
+)  # fmt: skip
+async def test_text_in_numeric_or_time_columns(
+    cp: SqliteCheckpointer, path: Path, table: str, column: str
+) -> None:
+    """Text where a number, a time or a known status belongs used to surface as a TypeError
+    (comparing a lease expiry, adding to a step) or a wrong record: damage, named."""
+    _owner, head = await paused(cp)
+    await cp.commit(T1, "x", CommitBatch(acquire_ttl=60.0))  # a lease with an expiry
+    await cp.commit(T1, "x", CommitBatch(
+        memos=[MemoRecord(head, TaskId("t"), "k", 1)],
+        tasks=[TaskRecord(head, TaskId("t"), "ask", "paused", 1, 2.0)], release=True,
+    ))  # fmt: skip
+    await blessed(path, f"UPDATE {table} SET {column} = 'soon'")
+    reads = {
+        "gf_checkpoints": lambda: cp.get_checkpoint(T1),
+        "gf_threads": lambda: cp.get_thread(T1),
+        "gf_tasks": lambda: cp.load_tasks(T1, "", head),
+        "gf_pauses": lambda: cp.list_pauses(T1),
+        "gf_memos": lambda: cp.load_memos(T1, "", head),
+    }
+    for read in (reads[table], lambda: cp.resume_thread(T1, new_owner(), 60.0)):
+        with pytest.raises(CorruptCheckpointError, match="invalid shape") as err:
+            await read()
+        assert err.value.thread_id == T1
+
+
+@pytest.mark.anyio
+@pytest.mark.parametrize(
+    "case", ["a list channel holding a string", "erased channel versions",
+             "a flipped byte in an int", "a flipped letter in a value"],
+)  # fmt: skip
+async def test_damage_that_still_decodes_is_detected(
+    cp: SqliteCheckpointer, path: Path, case: str
+) -> None:
+    """Damage that decodes used to become the state: a list channel holding a string was
+    iterated into characters, erased channel versions reset every channel to its default,
+    a flipped byte in a value was returned as is. Checksums catch each."""
+    _owner, head = await paused(cp)
+    ck = await cp.get_checkpoint(T1)
+    assert ck is not None
+    versions, bases = ck.channel_versions, ck.channel_bases
+    load = lambda: cp.load_channels(T1, "", versions, bases)  # noqa: E731
+    [(text,)] = await raw(path, "SELECT value FROM gf_pauses")
+    sql, params, read = {
+        "a list channel holding a string": (
+            "UPDATE gf_channels SET blob = ? WHERE channel = 'msgs' AND kind = 'set'",
+            (serde.dumps("abc"),), load),
+        "erased channel versions": (
+            "UPDATE gf_checkpoints SET channel_versions = ?, channel_bases = NULL WHERE id = ?",
+            (serde.dumps({}), head), lambda: cp.get_checkpoint(T1)),
+        "a flipped byte in an int": (
+            "UPDATE gf_channels SET blob = ? WHERE channel = 'counter' AND version = ?",
+            (serde.dumps(3), versions["counter"]), load),
+        "a flipped letter in a value": (
+            "UPDATE gf_pauses SET value = ?", (text.replace(b"ok?", b"ok!"),),
+            lambda: cp.list_pauses(T1)),
+    }[case]  # fmt: skip
+    await raw(path, sql, params)
+    with pytest.raises(CorruptCheckpointError, match="checksum mismatch") as err:
+        await read()
+    assert err.value.thread_id == T1
+    with pytest.raises(CorruptCheckpointError):
+        await cp.resume_thread(T1, new_owner(), 60.0)
+
+
+@pytest.mark.anyio
+async def test_a_lease_update_never_blesses_a_damaged_row(
+    cp: SqliteCheckpointer, path: Path
+) -> None:
+    """Updates that recompute a thread row's checksum in SQL check the old one first: a
+    renewal, a release or a commit on a damaged row raises, and the damage stays visible."""
+    owner, head = await fill(cp, 2)
+    await raw(path, "UPDATE gf_threads SET graph_name = 'h'")
+    for write in (
+        lambda: cp.renew_lease(T1, owner, 60.0),
+        lambda: cp.release_lease(T1, owner),
+        lambda: cp.commit(T1, owner, c.step_batch(head, {"counter": 9}, step=2)),
+        lambda: cp.commit(T1, owner, CommitBatch()),
+    ):
+        with pytest.raises(CorruptCheckpointError, match="thread row"):
+            await write()
+    with pytest.raises(CorruptCheckpointError, match="checksum mismatch"):
+        await cp.get_thread(T1)
 
 
 @pytest.mark.anyio
