@@ -36,7 +36,7 @@ _THREAD_AND_HEAD = (
     " FROM gf_threads t LEFT JOIN gf_checkpoints c"
     " ON c.thread_id = t.thread_id AND c.ns = '' AND c.id = t.head WHERE t.thread_id = ?"
 )
-_NT = 16  # the columns of the thread row in _THREAD_AND_HEAD
+_NT = len(rows.THREAD_COLS.split(","))  # the columns of the thread row in _THREAD_AND_HEAD
 
 
 def thread_is_missing(conn: sqlite3.Connection, thread_id: str) -> CorruptCheckpointError | None:
@@ -48,13 +48,20 @@ def thread_is_missing(conn: sqlite3.Connection, thread_id: str) -> CorruptCheckp
     return None
 
 
+MISSED = object()
+"""What a lookup returns, asked not to check a miss (``check_miss=False``): the caller looks
+again in a read transaction, where the miss is checked on one snapshot."""
+
+
 def read_thread_and_head(
-    conn: sqlite3.Connection, thread_id: str
+    conn: sqlite3.Connection, thread_id: str, *, check_miss: bool = True
 ) -> tuple[ThreadRecord, Sequence[Any], CheckpointRecord | None, Sequence[Any]] | None:
     """The thread (decoded; its raw row for the counts) and its head checkpoint (decoded;
     its raw row), or None when the thread does not exist. A missing head row is damage."""
     row = conn.execute(_THREAD_AND_HEAD, (thread_id,)).fetchone()
     if row is None:
+        if not check_miss:
+            return MISSED  # type: ignore[return-value]
         missing = thread_is_missing(conn, thread_id)
         if missing is not None:
             raise missing
@@ -75,9 +82,7 @@ def read_thread_and_head(
 def _check_checkpoints(conn: sqlite3.Connection, thread_id: str, ns: str) -> None:
     """After a checkpoint was not found by id: damage if the namespace lost a row (its
     count), or holds one whose key changed (its checksum, so every row is decoded)."""
-    found = conn.execute(
-        _CKPT + " WHERE thread_id = ? AND ns = ?", (thread_id, ns)
-    ).fetchall()
+    found = conn.execute(_CKPT + " WHERE thread_id = ? AND ns = ?", (thread_id, ns)).fetchall()
     for row in found:
         rows.checkpoint(thread_id, ns, row)
     if ns == "":
@@ -97,10 +102,16 @@ def _check_checkpoints(conn: sqlite3.Connection, thread_id: str, ns: str) -> Non
 
 
 def read_checkpoint(
-    conn: sqlite3.Connection, thread_id: str, ns: str, checkpoint_id: str | None
+    conn: sqlite3.Connection,
+    thread_id: str,
+    ns: str,
+    checkpoint_id: str | None,
+    *,
+    check_miss: bool = True,
 ) -> CheckpointRecord | None:
     """A checkpoint by id, or the newest of ``ns`` (the thread head for the root); call in a
-    read transaction.
+    read transaction (or with ``check_miss=False``: a lookup of one statement, ``MISSED``
+    when it found nothing or needs more statements).
 
     A head whose checkpoint row is missing raises ``CorruptCheckpointError``: the thread is
     not mistaken for a new one.
@@ -108,13 +119,19 @@ def read_checkpoint(
     if checkpoint_id is not None:
         sql = _CKPT + " WHERE thread_id = ? AND ns = ? AND id = ?"
         row = conn.execute(sql, (thread_id, ns, checkpoint_id)).fetchone()
-        if row is None:
-            _check_checkpoints(conn, thread_id, ns)
-            return None
-        return rows.checkpoint(thread_id, ns, row)
+        if row is not None:
+            return rows.checkpoint(thread_id, ns, row)
+        if not check_miss:
+            return MISSED  # type: ignore[return-value]
+        _check_checkpoints(conn, thread_id, ns)
+        return None
     if ns == "":  # the root's newest is the thread head
-        found = read_thread_and_head(conn, thread_id)
+        found = read_thread_and_head(conn, thread_id, check_miss=check_miss)
+        if found is MISSED:
+            return MISSED  # type: ignore[return-value]
         return found[2] if found is not None else None
+    if not check_miss:
+        return MISSED  # type: ignore[return-value]
     newest = conn.execute(
         "SELECT newest, n_checkpoints FROM gf_namespaces WHERE thread_id = ? AND ns = ?",
         (thread_id, ns),
@@ -220,8 +237,10 @@ def _answers(
 
 
 def _with_count(found: list[Any]) -> tuple[list[Any], object]:
-    """Split the rows of a ``SELECT 0, o1, o2, <cols> ... UNION ALL SELECT 1, 0, 0, <count>
-    ... ORDER BY 1, 2, 3`` read: (rows in order, the count or None)."""
+    """Split the rows of a ``SELECT 0, o1, o2, <cols> ... UNION ALL SELECT 1, 0, 0, <count>``
+    read: (rows in (o1, o2) order, the count or None). The order is a rowid, or ``seq``
+    (an alias of it), or comes from the SQL: never damaged into another type."""
+    found.sort(key=lambda r: (r[0], r[1], r[2]))
     tail = [r for r in found if r[0] == 1]
     return [r[3:] for r in found if r[0] == 0], tail[0][3] if tail else None
 
@@ -245,7 +264,7 @@ def read_tasks(
         f"SELECT 0, rowid, 0, {rows.TASK_COLS} FROM gf_tasks WHERE thread_id = ?1"
         " AND ns = ?2 AND checkpoint_id = ?3"
         f" UNION ALL SELECT 1, 0, 0, n_tasks{_pad(_TASK_N - 1)} FROM gf_checkpoints"
-        " WHERE thread_id = ?1 AND ns = ?2 AND id = ?3 ORDER BY 1, 2, 3",
+        " WHERE thread_id = ?1 AND ns = ?2 AND id = ?3",
         (thread_id, ns, checkpoint_id),
     ).fetchall())  # fmt: skip
     return _tasks(found, thread_id, ns, checkpoint_id, anchor)
@@ -259,7 +278,7 @@ def read_memos(
         f"SELECT 0, rowid, 0, {rows.MEMO_COLS} FROM gf_memos WHERE thread_id = ?1"
         " AND ns = ?2 AND checkpoint_id = ?3"
         f" UNION ALL SELECT 1, 0, 0, n_memos{_pad(_MEMO_N - 1)} FROM gf_checkpoints"
-        " WHERE thread_id = ?1 AND ns = ?2 AND id = ?3 ORDER BY 1, 2, 3",
+        " WHERE thread_id = ?1 AND ns = ?2 AND id = ?3",
         (thread_id, ns, checkpoint_id),
     ).fetchall())  # fmt: skip
     return _memos(found, thread_id, ns, checkpoint_id, anchor)
@@ -293,9 +312,10 @@ def read_pauses(
 def list_pauses(conn: sqlite3.Connection, thread_id: str) -> list[PauseRecord]:
     """Every pause record of the thread, oldest first."""
     found, anchor = _with_count(conn.execute(
-        f"SELECT 0, created_at, rowid, {rows.PAUSE_COLS} FROM gf_pauses WHERE thread_id = ?1"
+        f"SELECT 0, rank, rowid, {rows.PAUSE_COLS} FROM (SELECT *, rank() OVER"
+        " (ORDER BY created_at) AS rank FROM gf_pauses WHERE thread_id = ?1)"
         f" UNION ALL SELECT 1, 0, 0, n_pauses{_pad(_PAUSE_N - 1)}"
-        " FROM gf_threads WHERE thread_id = ?1 ORDER BY 1, 2, 3",
+        " FROM gf_threads WHERE thread_id = ?1",
         (thread_id,),
     ).fetchall())  # fmt: skip
     if anchor is not None:
@@ -310,7 +330,7 @@ def read_answers(
     found, anchor = _with_count(conn.execute(
         f"SELECT 0, seq, 0, {rows.ANSWER_COLS} FROM gf_answers WHERE thread_id = ?1"
         f" UNION ALL SELECT 1, 0, 0, n_answers{_pad(_ANSWER_N - 1)} FROM gf_threads"
-        " WHERE thread_id = ?1 ORDER BY 1, 2, 3",
+        " WHERE thread_id = ?1",
         (thread_id,),
     ).fetchall())  # fmt: skip
     return _answers(found, thread_id, wanted, anchor)
@@ -324,7 +344,7 @@ def list_decisions(
     found, anchor = _with_count(conn.execute(
         f"SELECT 0, seq, 0, {rows.DECISION_COLS} FROM gf_decisions WHERE thread_id = ?1"
         f" UNION ALL SELECT 1, 0, 0, n_decisions{_pad(_DECISION_N - 1)}"
-        " FROM gf_threads WHERE thread_id = ?1 ORDER BY 1, 2, 3",
+        " FROM gf_threads WHERE thread_id = ?1",
         (thread_id,),
     ).fetchall())  # fmt: skip
     if anchor is not None:
@@ -378,10 +398,10 @@ def read_step_records(
         f" UNION ALL SELECT 2, rowid, {rows.TASK_COLS}"
         " FROM gf_tasks WHERE thread_id = ?1 AND ns = '' AND checkpoint_id = ?2"
         f" UNION ALL SELECT 3, rowid, {rows.MEMO_COLS}{_pad(_PAUSE_N - _MEMO_N)}"
-        " FROM gf_memos WHERE thread_id = ?1 AND ns = '' AND checkpoint_id = ?2"
-        " ORDER BY 1, 2",  # each table's rows in their own order
+        " FROM gf_memos WHERE thread_id = ?1 AND ns = '' AND checkpoint_id = ?2",
         (thread_id, head, *pause_ids),
     ).fetchall()
+    found.sort(key=lambda r: (r[0], r[1]))  # each table's rows in their own order (rowids)
     parts: list[list[Any]] = [[], [], [], []]
     for r in found:
         parts[r[0]].append(r[2:])

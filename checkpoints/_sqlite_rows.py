@@ -14,8 +14,9 @@ from __future__ import annotations
 
 import math
 import sqlite3
+import zlib
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, Literal, cast
 
 from checkpoints import serde
 from checkpoints._decode import load_value
@@ -31,16 +32,21 @@ from checkpoints.models import (
     CallId,
     CheckpointId,
     CheckpointRecord,
+    CheckpointSource,
     DecisionRecord,
     DispatchRecord,
+    DispatchStatus,
     PauseId,
+    PauseKind,
     PauseRecord,
     TaskId,
     TaskRecord,
     TaskSpec,
+    TaskStatus,
     ThreadId,
     ThreadInfo,
     ThreadRecord,
+    ThreadStatus,
 )
 
 crc = serde.checksum
@@ -48,12 +54,21 @@ INT64 = 1 << 63
 
 
 def install(conn: sqlite3.Connection) -> None:
-    """Give ``conn`` the SQL function ``gf_crc(col, ...)`` (``serde.checksum`` of its args)."""
+    """Give ``conn`` the SQL functions ``gf_crc(col, ...)`` (``serde.checksum`` of its args)
+    and ``gf_channel_crc`` (``channel_crc``)."""
     conn.create_function("gf_crc", -1, _gf_crc, deterministic=True)
+    conn.create_function("gf_channel_crc", 7, _gf_channel_crc, deterministic=True)
 
 
 def _gf_crc(*values: object) -> int:
     return crc(values)
+
+
+def _gf_channel_crc(*values: Any) -> int | None:
+    try:
+        return channel_crc(*values)
+    except (TypeError, AttributeError, OverflowError):
+        return None
 
 
 def damaged(
@@ -72,11 +87,6 @@ def damaged(
 def bad_shape(thread_id: str, checkpoint_id: str | None, what: str, detail: object) -> Exception:
     """The error for a record that passed its checksum but holds values of the wrong kind."""
     return damaged(thread_id, checkpoint_id, what, f"invalid shape: {detail}")
-
-
-def _checked(ok: bool, thread_id: str, checkpoint_id: str | None, what: str, detail: str) -> None:
-    if not ok:
-        raise bad_shape(thread_id, checkpoint_id, what, detail)
 
 
 def _is_str(v: object) -> bool:
@@ -121,30 +131,38 @@ def count(thread_id: str, what: str, value: object, found: int) -> None:
 
 THREAD_COLS = (
     "status, head, graph_name, lease_owner, lease_expires_at, pending_pause_ids, created_at,"
-    " updated_at, pending_count, crc, n_checkpoints, newest, n_pauses, n_answers, n_decisions,"
-    " n_dispatches"
+    " updated_at, pending_count, crc, head_crc, lease_crc, n_checkpoints, newest, n_pauses,"
+    " n_answers, n_decisions, n_dispatches"
 )
 """What ``thread`` decodes (the row read ``_sqlite_sql._THREAD``-style); counts after it."""
-N_CHECKPOINTS, NEWEST, N_PAUSES, N_ANSWERS, N_DECISIONS, N_DISPATCHES = range(10, 16)
+N_CHECKPOINTS, NEWEST, N_PAUSES, N_ANSWERS, N_DECISIONS, N_DISPATCHES = range(12, 18)
+
+# A thread row has three checksums, so that the writes of a run recompute only what they
+# change from values they know (no SQL callback on a step's commit): the head (every step),
+# the lease (taken, renewed, given up), and the rest (status changes).
 
 
 def thread_crc(
     thread_id: str,
     status: str,
-    head: str | None,
     graph_name: str | None,
-    lease_owner: str | None,
-    lease_expires_at: float | None,
     pending: bytes | None,
     pending_count: int,
     created_at: float,
     updated_at: float,
 ) -> int:
-    """The checksum of a thread row (its columns in table order)."""
-    return crc(
-        (thread_id, status, head, graph_name, lease_owner, lease_expires_at, pending,
-         pending_count, created_at, updated_at)
-    )  # fmt: skip
+    """The checksum of a thread row's status columns."""
+    return crc((thread_id, status, graph_name, pending, pending_count, created_at, updated_at))
+
+
+def head_crc(thread_id: str, head: str | None) -> int:
+    """The checksum of a thread row's head."""
+    return crc((thread_id, head))
+
+
+def lease_crc(thread_id: str, owner: str | None, expires_at: float | None) -> int:
+    """The checksum of a thread row's lease."""
+    return crc((thread_id, owner, expires_at))
 
 
 def info_crc(
@@ -161,35 +179,38 @@ def info_crc(
 
 def thread(thread_id: str, row: Sequence[Any]) -> ThreadRecord:
     """Decode a thread row (``THREAD_COLS``)."""
-    status, head, graph, owner, expires, pending, created, updated, n, stored = row[:10]
+    status, head, graph, owner, expires, pending, created, updated, n = row[:9]
+    stored, stored_head, stored_lease = row[9:12]
     what = "thread row"
     try:
-        ok = stored == thread_crc(
-            thread_id, status, head, graph, owner, expires, pending, n, created, updated
+        ok = (
+            stored == thread_crc(thread_id, status, graph, pending, n, created, updated)
+            and stored_head == head_crc(thread_id, head)
+            and stored_lease == lease_crc(thread_id, owner, expires)
         )
     except TypeError:  # a column of a type no row holds
         ok = False
-    if not ok or type(stored) is not int:
+    if not ok or not (type(stored) is type(stored_head) is type(stored_lease) is int):
         raise damaged(thread_id, None, what, "checksum mismatch")
-    _checked(
+    if not (
         type(status) is str and status in THREAD_STATUSES and _is_opt_str(head)
         and _is_opt_str(graph) and _is_opt_str(owner) and _is_opt_time(expires)
         and _is_time(created) and _is_time(updated) and _is_count(n)
-        and (pending is None or type(pending) is bytes),
-        thread_id, head, what, "a column of the wrong type or value",
-    )  # fmt: skip
+        and (pending is None or type(pending) is bytes)
+    ):  # fmt: skip
+        raise bad_shape(thread_id, head, what, "a column of the wrong type or value")
     ids: tuple[PauseId, ...] = ()
     if pending is not None:
         found = load_value(pending, thread_id, head, "pending pauses")
-        _checked(
-            type(found) is list and bool(found) and all(type(p) is str for p in found),
-            thread_id, head, "pending pauses", f"{found!r:.80}",
-        )  # fmt: skip
+        if type(found) is not list or not found or any(type(p) is not str for p in found):
+            raise bad_shape(thread_id, head, "pending pauses", f"{found!r:.80}")
         ids = tuple(found)
-    _checked(len(ids) == n, thread_id, head, what, f"{len(ids)} pending pauses, count {n}")
+    if len(ids) != n:
+        raise bad_shape(thread_id, head, what, f"{len(ids)} pending pauses, count {n}")
     return ThreadRecord(
-        ThreadId(thread_id), status, head, graph, owner, expires, ids, created, updated
-    )
+        ThreadId(thread_id), cast(ThreadStatus, status), head, graph, owner, expires, ids,
+        created, updated,
+    )  # fmt: skip
 
 
 INFO_COLS = "thread_id, status, updated_at, pending_count, graph_name, created_at, info_crc"
@@ -205,12 +226,12 @@ def info(row: Sequence[Any]) -> ThreadInfo:
     who = tid if type(tid) is str else repr(tid)
     if not ok or type(stored) is not int or type(tid) is not str:
         raise damaged(who, None, "thread row (in the status index)", "checksum mismatch")
-    _checked(
+    if not (
         type(status) is str and status in THREAD_STATUSES and _is_time(updated)
-        and _is_count(n) and _is_opt_str(graph) and _is_time(created),
-        tid, None, "thread row", "a column of the wrong type or value",
-    )  # fmt: skip
-    return ThreadInfo(tid, status, updated, n, graph, created)
+        and _is_count(n) and _is_opt_str(graph) and _is_time(created)
+    ):  # fmt: skip
+        raise bad_shape(tid, None, "thread row", "a column of the wrong type or value")
+    return ThreadInfo(tid, cast(ThreadStatus, status), updated, n, graph, created)
 
 
 # -- checkpoints ----------------------------------------------------------------------------
@@ -244,51 +265,54 @@ def checkpoint(thread_id: str, ns: str, row: Sequence[Any]) -> CheckpointRecord:
     if not ok or type(stored) is not int:
         raise damaged(thread_id, who, "checkpoint", "checksum mismatch")
     what = "checkpoint"
-    _checked(
+    if not (
         type(cid) is str and _is_opt_str(parent) and _is_int64(step)
         and type(source) is str and source in CHECKPOINT_SOURCES and _is_time(created)
         and type(versions_blob) is bytes and type(body_blob) is bytes
-        and (bases_blob is None or type(bases_blob) is bytes),
-        thread_id, who, what, "a column of the wrong type or value",
-    )  # fmt: skip
+        and (bases_blob is None or type(bases_blob) is bytes)
+    ):  # fmt: skip
+        raise bad_shape(thread_id, who, what, "a column of the wrong type or value")
     versions = load_value(versions_blob, thread_id, cid, what)
     bases = {} if bases_blob is None else load_value(bases_blob, thread_id, cid, what)
     body = load_value(body_blob, thread_id, cid, what)
-    _checked(
-        type(versions) is dict
-        and all(type(k) is str and type(v) is int and 0 <= v < INT64 for k, v in versions.items()),
-        thread_id, cid, what, "channel versions are not a map of names to versions",
-    )  # fmt: skip
-    _checked(
-        type(bases) is dict
-        and all(
-            type(k) is str and type(b) is list and len(b) == 2 and _is_int64(b[0])
-            and _is_count(b[1]) and k in versions and b[0] <= versions[k]
-            for k, b in bases.items()
-        ),
-        thread_id, cid, what, "channel bases are not (version, count) pairs of its channels",
-    )  # fmt: skip
-    _checked(
+    if type(versions) is not dict:
+        raise bad_shape(thread_id, cid, what, "channel versions are not a map")
+    for k, v in versions.items():
+        if type(k) is not str or type(v) is not int or not 0 <= v < INT64:
+            raise bad_shape(thread_id, cid, what, f"channel {k!r:.40} has version {v!r:.40}")
+    if type(bases) is not dict:
+        raise bad_shape(thread_id, cid, what, "channel bases are not a map")
+    chains = {}
+    for k, b in bases.items():
+        if not (
+            type(b) is list and len(b) == 2 and type(b[0]) is int and type(b[1]) is int
+            and 0 <= b[1] < INT64 and k in versions and -INT64 <= b[0] <= versions[k]
+        ):  # fmt: skip
+            raise bad_shape(thread_id, cid, what, f"channel {k!r:.40} has base {b!r:.40}")
+        chains[k] = (b[0], b[1])
+    if not (
         type(body) is list and len(body) == 2 and type(body[0]) is list
         and type(body[1]) is dict
-        and all(
+    ):  # fmt: skip
+        raise bad_shape(thread_id, cid, what, "its frontier and metadata are not a pair")
+    frontier = []
+    for t in body[0]:
+        if not (
             type(t) is list and len(t) == 4 and type(t[0]) is str and type(t[1]) is str
             and type(t[2]) is bool
-            for t in body[0]
-        ),
-        thread_id, cid, what, "the frontier or metadata is of the wrong kind",
-    )  # fmt: skip
-    assert isinstance(versions, dict) and isinstance(bases, dict) and isinstance(body, list)
+        ):  # fmt: skip
+            raise bad_shape(thread_id, cid, what, f"a frontier entry is {t!r:.80}")
+        frontier.append(TaskSpec(TaskId(t[0]), t[1], t[2], t[3]))
     return CheckpointRecord(
         id=CheckpointId(cid),
         thread_id=ThreadId(thread_id),
         ns=ns,
         parent_id=parent,
         step=step,
-        source=source,
+        source=cast(CheckpointSource, source),
         channel_versions=versions,
-        frontier=tuple(TaskSpec(TaskId(i), n, h, a) for i, n, h, a in body[0]),
-        channel_bases={k: (b, c) for k, (b, c) in bases.items()},
+        frontier=tuple(frontier),
+        channel_bases=chains,
         metadata=body[1],
         created_at=created,
     )
@@ -305,31 +329,50 @@ def anchored_counts(thread_id: str, row: Sequence[Any]) -> tuple[int, int]:
 
 # -- channels -------------------------------------------------------------------------------
 
-CHANNEL_COLS = "c.kind, c.base, c.version, coalesce(c.blob, b.data), c.crc"
+CHANNEL_COLS = "c.kind, c.version, coalesce(c.blob, b.data), c.crc"
+"""(The base is the one asked for: ``base = ?`` selects the rows.)"""
+
+
+def channel_seed(thread_id: str, ns: str, channel: str, kind: str, base: int) -> int:
+    """The checksum of a channel row's keys but its version: the same for every row of an
+    append chain, so that reading one costs two ``zlib.crc32`` calls a row."""
+    return crc((thread_id, ns, channel, kind, base))
 
 
 def channel_crc(
     thread_id: str, ns: str, channel: str, version: int, kind: str, base: int, value: bytes
 ) -> int:
-    """The checksum of a channel row: its keys and its value, wherever that is stored."""
-    return crc((thread_id, ns, channel, version, kind, base, value))
+    """The checksum of a channel row: its keys and its value, wherever that is stored
+    (``gf_channel_crc`` in SQL)."""
+    seed = channel_seed(thread_id, ns, channel, kind, base)
+    return zlib.crc32(value, zlib.crc32(version.to_bytes(8, "big", signed=True), seed))
 
 
-def channel_blob(
-    thread_id: str, ns: str, channel: str, row: Sequence[Any], kind: str, base: int
-) -> bytes:
-    """The value bytes of a channel row (``CHANNEL_COLS``) after its checksum and kind."""
-    got_kind, got_base, version, value, stored = row
-    what = f"channel {channel!r}"
+def channel_blobs(
+    thread_id: str, ns: str, channel: str, found: Sequence[Sequence[Any]], base: int
+) -> list[bytes]:
+    """The value bytes of channel rows (``CHANNEL_COLS``: a set row at ``base``, then its
+    appends, which ``base = ?`` selected) after their checksums and kinds."""
+    first, rest = found[0], found[1:]
+    c32 = zlib.crc32
     try:
-        ok = stored == channel_crc(thread_id, ns, channel, version, got_kind, got_base, value)
-    except TypeError:
+        kind, version, value, stored = first
+        ok = kind == "set" and stored == channel_crc(
+            thread_id, ns, channel, version, kind, base, value
+        )
+        if ok and rest:
+            seed = channel_seed(thread_id, ns, channel, "append", base)
+            ok = {r[0] for r in rest} == {"append"} and [
+                c32(r[2], c32(r[1].to_bytes(8, "big", signed=True), seed)) for r in rest
+            ] == [r[3] for r in rest]
+    except (TypeError, AttributeError, OverflowError):  # a column of the wrong type
         ok = False
-    if not ok or type(stored) is not int or type(value) is not bytes:
-        raise damaged(thread_id, None, what, f"checksum mismatch at version {version!r:.30}")
-    if got_kind != kind or got_base != base:
-        raise damaged(thread_id, None, what, f"a {got_kind!r} row where a {kind!r} one belongs")
-    return value
+    if not ok:
+        raise damaged(
+            thread_id, None, f"channel {channel!r}",
+            f"checksum mismatch in its rows from version {base}",
+        )  # fmt: skip
+    return [r[2] for r in found]
 
 
 # -- tasks and memos ------------------------------------------------------------------------
@@ -356,31 +399,28 @@ def task(thread_id: str, ns: str, checkpoint_id: str, row: Sequence[Any]) -> Tas
         ok = False
     if not ok or type(stored) is not int:
         raise damaged(thread_id, checkpoint_id, what, "checksum mismatch")
-    _checked(
+    if not (
         type(tid) is str and type(node) is str and type(status) is str
         and status in TASK_STATUSES and _is_count(attempts) and _is_opt_time(started)
         and _is_opt_time(ended) and _is_opt_str(error)
-        and (body is None or type(body) is bytes),
-        thread_id, checkpoint_id, what, "a column of the wrong type or value",
-    )  # fmt: skip
+        and (body is None or type(body) is bytes)
+    ):  # fmt: skip
+        raise bad_shape(thread_id, checkpoint_id, what, "a column of the wrong type or value")
     writes = routes = None
     if body is not None:
         found = load_value(body, thread_id, checkpoint_id, what)
-        _checked(
-            type(found) is list and len(found) == 2, thread_id, checkpoint_id, what,
-            f"{found!r:.80}",
-        )  # fmt: skip
-        assert isinstance(found, list)
+        if type(found) is not list or len(found) != 2:
+            raise bad_shape(thread_id, checkpoint_id, what, f"{found!r:.80}")
         writes, routes = found
-        _checked(
-            (writes is None or (type(writes) is list and all(
-                type(w) in (tuple, list) and len(w) == 2 and type(w[0]) is str for w in writes
-            ))) and (routes is None or type(routes) is list),
-            thread_id, checkpoint_id, what, "writes or routes of the wrong kind",
-        )  # fmt: skip
+        if routes is not None and type(routes) is not list:
+            raise bad_shape(thread_id, checkpoint_id, what, "its routes are not a list")
+        if writes is not None and (type(writes) is not list or any(
+            type(w) not in (tuple, list) or len(w) != 2 or type(w[0]) is not str for w in writes
+        )):  # fmt: skip
+            raise bad_shape(thread_id, checkpoint_id, what, "its writes are not (key, value) pairs")
     return TaskRecord(
-        CheckpointId(checkpoint_id), TaskId(tid), node, status, attempts, started, ended, error,
-        writes, routes,
+        CheckpointId(checkpoint_id), TaskId(tid), node, cast(TaskStatus, status), attempts,
+        started, ended, error, writes, routes,
     )  # fmt: skip
 
 
@@ -407,10 +447,10 @@ def memo(
         ok = False
     if not ok or type(stored) is not int:
         raise damaged(thread_id, checkpoint_id, what, "checksum mismatch")
-    _checked(
-        type(tid) is str and type(key) is str and type(value) is bytes and _is_time(created),
-        thread_id, checkpoint_id, what, "a column of the wrong type",
-    )  # fmt: skip
+    if not (
+        type(tid) is str and type(key) is str and type(value) is bytes and _is_time(created)
+    ):  # fmt: skip
+        raise bad_shape(thread_id, checkpoint_id, what, "a column of the wrong type")
     return TaskId(tid), key, load_value(value, thread_id, checkpoint_id, what)
 
 
@@ -437,14 +477,14 @@ def pause(thread_id: str, row: Sequence[Any]) -> PauseRecord:
         ok = False
     if not ok or type(stored) is not int:
         raise damaged(thread_id, who, what, "checksum mismatch")
-    _checked(
+    if not (
         all(type(v) is str for v in (pid, ns, cid, tid, node)) and type(kind) is str
-        and kind in PAUSE_KINDS and type(value) is bytes and _is_time(created),
-        thread_id, who, what, "a column of the wrong type or value",
-    )  # fmt: skip
+        and kind in PAUSE_KINDS and type(value) is bytes and _is_time(created)
+    ):  # fmt: skip
+        raise bad_shape(thread_id, who, what, "a column of the wrong type or value")
     return PauseRecord(
-        PauseId(pid), ThreadId(thread_id), ns, CheckpointId(cid), TaskId(tid), node, kind,
-        load_value(value, thread_id, cid, what), created,
+        PauseId(pid), ThreadId(thread_id), ns, CheckpointId(cid), TaskId(tid), node,
+        cast(PauseKind, kind), load_value(value, thread_id, cid, what), created,
     )  # fmt: skip
 
 
@@ -467,11 +507,11 @@ def answer(thread_id: str, row: Sequence[Any]) -> AnswerRecord:
         ok = False
     if not ok or type(stored) is not int:
         raise damaged(thread_id, None, what, "checksum mismatch")
-    _checked(
+    if not (
         type(pid) is str and type(value) is bytes and _is_opt_str(by) and _is_opt_str(reason)
-        and _is_time(created),
-        thread_id, None, what, "a column of the wrong type",
-    )  # fmt: skip
+        and _is_time(created)
+    ):  # fmt: skip
+        raise bad_shape(thread_id, None, what, "a column of the wrong type")
     return AnswerRecord(
         PauseId(pid), ThreadId(thread_id), load_value(value, thread_id, None, what), by, reason,
         created,
@@ -503,23 +543,21 @@ def decision(thread_id: str, row: Sequence[Any]) -> DecisionRecord:
         ok = False
     if not ok or type(stored) is not int:
         raise damaged(thread_id, None, what, "checksum mismatch")
-    _checked(
+    if not (
         type(call) is str and type(verdict) is str and verdict in VERDICTS
         and all(_is_opt_str(v) for v in (fp, by, reason, note, pid))
         and applied in (0, 1) and type(applied) is int and _is_time(created)
-        and (extra is None or type(extra) is bytes),
-        thread_id, None, what, "a column of the wrong type or value",
-    )  # fmt: skip
+        and (extra is None or type(extra) is bytes)
+    ):  # fmt: skip
+        raise bad_shape(thread_id, None, what, "a column of the wrong type or value")
     fields: Any = {}
     if extra is not None:
         fields = load_value(extra, thread_id, None, f"extra of decision {call!r}")
-        _checked(
-            type(fields) is dict and bool(fields) and all(type(k) is str for k in fields),
-            thread_id, None, what, "its extra fields are not a map of names",
-        )  # fmt: skip
+        if type(fields) is not dict or not fields or any(type(k) is not str for k in fields):
+            raise bad_shape(thread_id, None, what, "its extra fields are not a map of names")
     return DecisionRecord(
-        ThreadId(thread_id), CallId(call), verdict, fp, by, reason, bool(applied), note,
-        created, pid, fields,
+        ThreadId(thread_id), CallId(call), cast(Literal["approve", "deny"], verdict), fp, by,
+        reason, bool(applied), note, created, pid, fields,
     )  # fmt: skip
 
 
@@ -557,14 +595,14 @@ def dispatch(thread_id: str, call_id: str, row: Sequence[Any]) -> DispatchRecord
         ok = False
     if not ok or type(stored) is not int:
         raise damaged(thread_id, None, what, "checksum mismatch")
-    _checked(
+    if not (
         type(tool) is str and _is_opt_str(fp) and type(owner) is str and type(status) is str
         and status in DISPATCH_STATUSES and (result is None or type(result) is bytes)
-        and _is_opt_str(error) and _is_time(claimed) and _is_opt_time(completed),
-        thread_id, None, what, "a column of the wrong type or value",
-    )  # fmt: skip
+        and _is_opt_str(error) and _is_time(claimed) and _is_opt_time(completed)
+    ):  # fmt: skip
+        raise bad_shape(thread_id, None, what, "a column of the wrong type or value")
     value = None if result is None else load_value(result, thread_id, None, "tool result")
     return DispatchRecord(
-        ThreadId(thread_id), CallId(call_id), tool, fp, owner, status, value, error, claimed,
-        completed,
+        ThreadId(thread_id), CallId(call_id), tool, fp, owner, cast(DispatchStatus, status),
+        value, error, claimed, completed,
     )  # fmt: skip

@@ -34,13 +34,16 @@ T = TypeVar("T")
 _dumps = serde.dumps
 
 _THREAD = f"SELECT {rows.THREAD_COLS} FROM gf_threads WHERE thread_id = ?"
-_INSERT_THREAD = (  # ?1-?12: the row's values and checksums; its counts from what exists
+_INSERT_THREAD = (  # ?1-?14: the row's values and checksums; its counts from what exists
     "INSERT INTO gf_threads (thread_id, status, head, graph_name, lease_owner,"
-    " lease_expires_at, pending_pause_ids, pending_count, created_at, updated_at, crc, info_crc,"
-    " n_checkpoints, newest, n_pauses, n_answers, n_decisions, n_dispatches)"
-    " VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12,"
-    " (SELECT count(*) FROM gf_checkpoints WHERE thread_id = ?1 AND ns = ''),"
-    " (SELECT max(id) FROM gf_checkpoints WHERE thread_id = ?1 AND ns = ''),"
+    " lease_expires_at, pending_pause_ids, pending_count, created_at, updated_at, crc, head_crc,"
+    " lease_crc, info_crc, n_checkpoints, newest, n_pauses, n_answers, n_decisions,"
+    " n_dispatches) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14,"
+    " (SELECT count(*) FROM gf_checkpoints WHERE thread_id = ?1 AND ns = '')"
+    " + (?3 IS NOT NULL AND NOT EXISTS (SELECT 1 FROM gf_checkpoints WHERE thread_id = ?1"
+    " AND ns = '' AND id = ?3)),"  # (the head, when given, is inserted next)
+    " (SELECT max(id) FROM (SELECT id FROM gf_checkpoints WHERE thread_id = ?1 AND ns = ''"
+    " UNION ALL SELECT ?3)),"
     " (SELECT count(*) FROM gf_pauses WHERE thread_id = ?1),"
     " (SELECT count(*) FROM gf_answers WHERE thread_id = ?1),"
     " (SELECT count(*) FROM gf_decisions WHERE thread_id = ?1),"
@@ -96,21 +99,19 @@ _INSERT_DECISION = (
 _DISPATCH = f"SELECT {rows.DISPATCH_COLS} FROM gf_dispatches WHERE thread_id = ? AND call_id = ?"
 
 _THREAD_CRC_NOW = (
-    "gf_crc(thread_id, status, head, graph_name, lease_owner, lease_expires_at,"
-    " pending_pause_ids, pending_count, created_at, updated_at)"
+    "gf_crc(thread_id, status, graph_name, pending_pause_ids, pending_count, created_at,"
+    " updated_at)"
 )
-"""The checksum of a thread row as it stands: an update that recomputes it in SQL first
-checks it (``crc IS ...``), so that it never blesses a damaged row with a new checksum."""
+"""The status checksum of a thread row as it stands: a status change, which recomputes it in
+SQL (``graph_name`` may be kept), first checks it, so that it never blesses damage."""
 
 RENEW = (
-    "UPDATE gf_threads SET lease_expires_at = ?1, crc = gf_crc(thread_id, status, head,"
-    " graph_name, lease_owner, ?1, pending_pause_ids, pending_count, created_at, updated_at)"
-    f" WHERE thread_id = ?2 AND lease_owner = ?3 AND crc IS {_THREAD_CRC_NOW}"
+    "UPDATE gf_threads SET lease_expires_at = ?, lease_crc = ? WHERE thread_id = ?"
+    " AND lease_owner = ?"
 )
 RELEASE = (
-    "UPDATE gf_threads SET lease_owner = NULL, lease_expires_at = NULL, crc = gf_crc(thread_id,"
-    " status, head, graph_name, NULL, NULL, pending_pause_ids, pending_count, created_at,"
-    f" updated_at) WHERE thread_id = ?1 AND lease_owner = ?2 AND crc IS {_THREAD_CRC_NOW}"
+    "UPDATE gf_threads SET lease_owner = NULL, lease_expires_at = NULL, lease_crc = ?"
+    " WHERE thread_id = ? AND lease_owner = ?"
 )
 
 
@@ -125,11 +126,11 @@ def thread_values(
     pending_count: int,
     t: float,
 ) -> tuple[Any, ...]:
-    """The first 12 values of ``_INSERT_THREAD``: a new thread row and its checksums."""
+    """The first 14 values of ``_INSERT_THREAD``: a new thread row and its checksums."""
     return (
         thread_id, status, head, graph_name, owner, expires, pending, pending_count, t, t,
-        rows.thread_crc(thread_id, status, head, graph_name, owner, expires, pending,
-                        pending_count, t, t),
+        rows.thread_crc(thread_id, status, graph_name, pending, pending_count, t, t),
+        rows.head_crc(thread_id, head), rows.lease_crc(thread_id, owner, expires),
         rows.info_crc(thread_id, status, t, pending_count, graph_name, t),
     )  # fmt: skip
 
@@ -138,47 +139,43 @@ def thread_values(
 def _fenced_update(set_head: bool, update: bool, check_head: bool, release: bool) -> str:
     """The statement that opens a commit's writes (cached: a few shapes, on the hot path).
 
-    It returns a row only if ``owner`` holds the lease, the row's checksum holds and, with
-    ``check_head``, the head is the expected one. It rewrites the thread row only for what
-    changes: the head, the status (``updated_at`` moves with it), the lease on release, and
-    the checksums of what changed. Nothing to change: a read. Parameters are named.
+    It returns a row only if ``owner`` holds the lease and, with ``check_head``, the head is
+    the expected one. It rewrites the thread row only for what changes: the head, the
+    status (``updated_at`` moves with it), the lease on release, and their checksums: the
+    head's and the lease's from parameters; the status's, which may keep ``graph_name``,
+    in SQL, and then only if the row's stands (``_THREAD_CRC_NOW``). Nothing to change: a
+    read. Parameters are named.
     """
-    new = {
-        "status": "status", "head": "head", "graph_name": "graph_name",
-        "lease_owner": "lease_owner", "lease_expires_at": "lease_expires_at",
-        "pending_pause_ids": "pending_pause_ids", "pending_count": "pending_count",
-        "updated_at": "updated_at",
-    }  # fmt: skip
+    sets = []
     if set_head:
-        new["head"] = ":head"
+        # The new head is a root checkpoint inserted next: the thread counts it here (a
+        # trigger would cost a second update of this row), unless it was stored before.
+        sets.append(
+            "head = :head, head_crc = :head_crc, n_checkpoints = n_checkpoints + NOT EXISTS"
+            " (SELECT 1 FROM gf_checkpoints WHERE thread_id = :tid AND ns = '' AND id = :head),"
+            " newest = max(coalesce(newest, ''), :head)"
+        )
     if update:
         # With a status change, whether the lease is given up is a parameter (the first and
         # the last commit of a run share one statement: one fewer to prepare per process).
-        new.update(
-            updated_at=":updated", status=":status", pending_pause_ids=":pending",
-            pending_count=":count", graph_name="coalesce(:graph, graph_name)",
-            lease_owner="CASE WHEN :release THEN NULL ELSE lease_owner END",
-            lease_expires_at="CASE WHEN :release THEN NULL ELSE lease_expires_at END",
-        )  # fmt: skip
+        sets.append(
+            "updated_at = :updated, status = :status, pending_pause_ids = :pending,"
+            " pending_count = :count, graph_name = coalesce(:graph, graph_name),"
+            " lease_owner = CASE WHEN :release THEN NULL ELSE lease_owner END,"
+            " lease_expires_at = CASE WHEN :release THEN NULL ELSE lease_expires_at END,"
+            " lease_crc = CASE WHEN :release THEN :lease_crc ELSE lease_crc END,"
+            " crc = gf_crc(thread_id, :status, coalesce(:graph, graph_name), :pending, :count,"
+            " created_at, :updated),"
+            " info_crc = gf_crc(thread_id, :status, :updated, :count,"
+            " coalesce(:graph, graph_name), created_at)"
+        )
     elif release:
-        new.update(lease_owner="NULL", lease_expires_at="NULL")
-    where = f"thread_id = :tid AND lease_owner = :owner AND crc IS {_THREAD_CRC_NOW}" + (
-        " AND head IS :expected" if check_head else ""
-    )
-    sets = [f"{column} = {value}" for column, value in new.items() if value != column]
+        sets.append("lease_owner = NULL, lease_expires_at = NULL, lease_crc = :lease_crc")
+    where = "thread_id = :tid AND lease_owner = :owner"
+    where += f" AND crc IS {_THREAD_CRC_NOW}" if update else ""
+    where += " AND head IS :expected" if check_head else ""
     if not sets:
         return f"SELECT 1 FROM gf_threads WHERE {where}"
-    n = new
-    sets.append(
-        f"crc = gf_crc(thread_id, {n['status']}, {n['head']}, {n['graph_name']},"
-        f" {n['lease_owner']}, {n['lease_expires_at']}, {n['pending_pause_ids']},"
-        f" {n['pending_count']}, created_at, {n['updated_at']})"
-    )
-    if update:
-        sets.append(
-            f"info_crc = gf_crc(thread_id, {n['status']}, {n['updated_at']},"
-            f" {n['pending_count']}, {n['graph_name']}, created_at)"
-        )
     return f"UPDATE gf_threads SET {', '.join(sets)} WHERE {where} RETURNING 1"
 
 
@@ -207,13 +204,10 @@ def _lease_existing(
     if not lease_free(rec.lease_owner, rec.lease_expires_at, owner, t):
         raise LeaseHeldError(thread_id, rec.lease_owner)
     expires = t + ttl
-    crc = rows.thread_crc(
-        thread_id, rec.status, rec.head, rec.graph_name, owner, expires, row[5], row[8],
-        rec.created_at, rec.updated_at,
-    )  # fmt: skip
     conn.execute(
-        "UPDATE gf_threads SET lease_owner = ?, lease_expires_at = ?, crc = ? WHERE thread_id = ?",
-        (owner, expires, crc, thread_id),
+        "UPDATE gf_threads SET lease_owner = ?, lease_expires_at = ?, lease_crc = ?"
+        " WHERE thread_id = ?",
+        (owner, expires, rows.lease_crc(thread_id, owner, expires), thread_id),
     )
     rec.lease_owner, rec.lease_expires_at = owner, expires
     return rec
@@ -306,7 +300,7 @@ def _channel(
         row = conn.execute(sql, (thread_id, ns, channel, version, version)).fetchone()
         if row is None:
             raise _missing(thread_id, channel, version)
-        blob = rows.channel_blob(thread_id, ns, channel, row, "set", version)
+        [blob] = rows.channel_blobs(thread_id, ns, channel, [row], version)
         return _load(blob, thread_id, None, what)
     sql = (
         f"SELECT {rows.CHANNEL_COLS} FROM gf_channels c LEFT JOIN gf_blobs b"
@@ -314,15 +308,14 @@ def _channel(
         " AND base = ? AND version <= ? ORDER BY version"
     )
     found = conn.execute(sql, (thread_id, ns, channel, base[0], version)).fetchall()
-    if not found or found[0][2] != base[0]:  # the set row the chain starts from
+    if not found or found[0][1] != base[0]:  # the set row the chain starts from
         raise _missing(thread_id, channel, base[0])
-    value = _load(rows.channel_blob(thread_id, ns, channel, found[0], "set", base[0]),
-                  thread_id, None, what)  # fmt: skip
+    blobs = rows.channel_blobs(thread_id, ns, channel, found, base[0])
+    value = _load(blobs[0], thread_id, None, what)
     if type(value) is not list:
         raise rows.bad_shape(thread_id, None, what, "a list channel's value is not a list")
-    for row in found[1:]:
-        part = _load(rows.channel_blob(thread_id, ns, channel, row, "append", base[0]),
-                     thread_id, None, what)  # fmt: skip
+    for blob in blobs[1:]:
+        part = _load(blob, thread_id, None, what)
         if type(part) is not list:
             raise rows.bad_shape(thread_id, None, what, "appended items are not a list")
         value.extend(part)
@@ -431,9 +424,14 @@ def _commit(
     params: dict[str, Any] = {"tid": thread_id, "owner": owner}
     if set_head:
         params["head"] = ck.id  # type: ignore[union-attr]
+        params["head_crc"] = rows.head_crc(thread_id, ck.id)  # type: ignore[union-attr]
     if upd is not None:
         params.update(updated=now(), status=upd.status, pending=pending, count=len(ids),
                       graph=upd.graph_name, release=release)  # fmt: skip
+    if release:
+        params["lease_crc"] = rows.lease_crc(thread_id, None, None)
+    elif upd is not None:
+        params["lease_crc"] = None  # (the CASE keeps the row's)
     if batch.check_head:
         params["expected"] = batch.expected_head
     size = lambda: _blob_bytes(tasks, memos, chans, pauses, answers, [ck_row])  # noqa: E731

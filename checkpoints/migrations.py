@@ -246,36 +246,39 @@ def _checksums(db: Database) -> None:
     Schema 1 detected damage only where a blob did not decode; a flipped byte that still
     decodes, a changed number, an erased or swapped value became the state. Now:
 
-    - every row of ``gf_threads``, ``gf_checkpoints``, ``gf_channels``, ``gf_tasks``,
-      ``gf_memos``, ``gf_pauses``, ``gf_answers``, ``gf_decisions`` and ``gf_dispatches`` has
-      ``crc``: ``checkpoints.serde.checksum`` of its columns in table order (keys included,
-      so a value moved to another row is caught; a channel's covers its value wherever it
-      is stored, ``gf_blobs`` included; answers and decisions include their ``seq``), checked
-      on every read (``checkpoints._sqlite_rows``);
-    - ``gf_threads.info_crc`` covers the columns ``list_threads`` reads from the
-      ``threads_by_status`` index, which now holds it too;
-    - counts, kept by triggers on insert (so a row that moved away, by a damaged key, is
-      missed): per thread, its root checkpoints (and the newest id), pauses, answers,
-      decisions, dispatches (``gf_threads.n_*``); per checkpoint, its tasks and memos
-      (``gf_checkpoints.n_*``); per subgraph namespace, its checkpoints and the newest
-      (``gf_namespaces``); per status, the threads (``gf_thread_counts``: moved by a status
-      change written with a new ``info_crc``, which a foreign edit of the status lacks);
+    - every row of ``gf_checkpoints``, ``gf_channels``, ``gf_tasks``, ``gf_memos``,
+      ``gf_pauses``, ``gf_answers``, ``gf_decisions`` and ``gf_dispatches`` has ``crc``,
+      ``checkpoints.serde.checksum`` of its columns in table order, checked on every read
+      (``checkpoints._sqlite_rows``). Keys are included, so a value moved to another row is
+      caught; answers and decisions include their ``seq``. A channel's covers its value
+      wherever it is stored (``gf_blobs`` included) and is computed in two parts (its keys
+      but the version, then version and value: ``gf_channel_crc``), so that an append chain
+      is checked with two ``zlib.crc32`` calls a row;
+    - a thread row has three, so that a step rewrites only the one of what it changes:
+      ``head_crc`` (``thread_id, head``), ``lease_crc`` (``thread_id, lease_owner,
+      lease_expires_at``) and ``crc`` (the other columns, in table order); ``info_crc``
+      covers the columns ``list_threads`` reads from the ``threads_by_status`` index, which
+      now holds it too;
+    - counts, kept on insert (by triggers, or by the write that inserts), so that a row
+      moved away by a damaged key is missed: per thread, its root checkpoints (and the
+      newest id), pauses, answers, decisions, dispatches (``gf_threads.n_*``); per
+      checkpoint, its tasks and memos (``gf_checkpoints.n_*``); per subgraph namespace, its
+      checkpoints and the newest (``gf_namespaces``); per status, the threads
+      (``gf_thread_counts``: moved by a status change written with a new ``info_crc``,
+      which a foreign edit of the status lacks);
     - decisions gain ``pause_id`` and ``extra`` (serde bytes; NULL when empty).
 
     Existing rows get their checksums and counts here.
     """
     x = db.execute
+    count = "INTEGER NOT NULL DEFAULT 0"
     added = {
         "gf_threads": (
-            "crc INTEGER", "info_crc INTEGER", "n_checkpoints INTEGER NOT NULL DEFAULT 0",
-            "newest TEXT", "n_pauses INTEGER NOT NULL DEFAULT 0",
-            "n_answers INTEGER NOT NULL DEFAULT 0", "n_decisions INTEGER NOT NULL DEFAULT 0",
-            "n_dispatches INTEGER NOT NULL DEFAULT 0",
+            "crc INTEGER", "head_crc INTEGER", "lease_crc INTEGER", "info_crc INTEGER",
+            f"n_checkpoints {count}", "newest TEXT", f"n_pauses {count}", f"n_answers {count}",
+            f"n_decisions {count}", f"n_dispatches {count}",
         ),
-        "gf_checkpoints": (
-            "crc INTEGER", "n_tasks INTEGER NOT NULL DEFAULT 0",
-            "n_memos INTEGER NOT NULL DEFAULT 0",
-        ),
+        "gf_checkpoints": ("crc INTEGER", f"n_tasks {count}", f"n_memos {count}"),
         "gf_channels": ("crc INTEGER",),
         "gf_tasks": ("crc INTEGER",),
         "gf_memos": ("crc INTEGER",),
@@ -288,8 +291,9 @@ def _checksums(db: Database) -> None:
         for column in columns:
             x(f"ALTER TABLE {table} ADD COLUMN {column}")
     x(
-        "UPDATE gf_threads SET crc = gf_crc(thread_id, status, head, graph_name, lease_owner,"
-        " lease_expires_at, pending_pause_ids, pending_count, created_at, updated_at),"
+        "UPDATE gf_threads SET crc = gf_crc(thread_id, status, graph_name, pending_pause_ids,"
+        " pending_count, created_at, updated_at), head_crc = gf_crc(thread_id, head),"
+        " lease_crc = gf_crc(thread_id, lease_owner, lease_expires_at),"
         " info_crc = gf_crc(thread_id, status, updated_at, pending_count, graph_name,"
         " created_at),"
         " n_checkpoints = (SELECT count(*) FROM gf_checkpoints c"
@@ -313,7 +317,7 @@ def _checksums(db: Database) -> None:
         "  AND m.ns = gf_checkpoints.ns AND m.checkpoint_id = gf_checkpoints.id)"
     )
     x(
-        "UPDATE gf_channels SET crc = gf_crc(thread_id, ns, channel, version, kind, base,"
+        "UPDATE gf_channels SET crc = gf_channel_crc(thread_id, ns, channel, version, kind, base,"
         " coalesce(blob, (SELECT data FROM gf_blobs b WHERE b.id = gf_channels.blob_id)))"
     )
     x(
@@ -353,11 +357,8 @@ def _checksums(db: Database) -> None:
     x("CREATE TABLE gf_thread_counts (status TEXT PRIMARY KEY, n INTEGER NOT NULL) WITHOUT ROWID")
     x("INSERT INTO gf_thread_counts SELECT status, count(*) FROM gf_threads GROUP BY status")
     # Counts follow inserts only: upserts that update, and edits by other clients, fire none.
-    x(
-        "CREATE TRIGGER gf_count_checkpoint AFTER INSERT ON gf_checkpoints WHEN NEW.ns = ''"
-        " BEGIN UPDATE gf_threads SET n_checkpoints = n_checkpoints + 1,"
-        " newest = max(coalesce(newest, ''), NEW.id) WHERE thread_id = NEW.thread_id; END"
-    )
+    # (A thread's root checkpoints are counted by the writes that insert them, which update
+    # the thread row anyway: the commit that moves the head, the one that creates the row.)
     x(
         "CREATE TRIGGER gf_count_ns_checkpoint AFTER INSERT ON gf_checkpoints WHEN NEW.ns <> ''"
         " BEGIN INSERT INTO gf_namespaces VALUES (NEW.thread_id, NEW.ns, 1, NEW.id)"

@@ -100,7 +100,7 @@ _by_name: dict[str, type] = {}
 _by_class: dict[type, tuple[str, int]] = {}
 _registry_lock = threading.Lock()
 _packers: list[_Encoder] = []  # idle encoders; list.pop/append are atomic
-_row_packers: list[Any] = []  # idle plain packers for checksum()
+_row_packer = msgpack.Packer(use_bin_type=True)  # for checksum()
 _pending = _Pending()
 
 
@@ -223,13 +223,9 @@ def checksum(values: Sequence[object]) -> int:
     Raises:
         TypeError: a value is not one of those types.
     """
-    try:
-        packer = _row_packers.pop()
-    except IndexError:
-        packer = msgpack.Packer(use_bin_type=True)
-    data = packer.pack(values)  # (on error the packer is dropped: its state is unknown)
-    _row_packers.append(packer)
-    return zlib.crc32(data)
+    # One packer for all threads: packing plain values calls no Python code, so no other
+    # thread runs inside pack() (the GIL is held throughout).
+    return zlib.crc32(_row_packer.pack(values))
 
 
 def loads(data: bytes) -> object:

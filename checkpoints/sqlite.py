@@ -396,7 +396,9 @@ class SqliteCheckpointer:
 
         def run(conn: sqlite3.Connection) -> None:
             with self._relaxed_txn(conn):
-                if conn.execute(RENEW, (now() + ttl, thread_id, owner)).rowcount != 1:
+                expires = now() + ttl
+                crc = rows.lease_crc(thread_id, owner, expires)
+                if conn.execute(RENEW, (expires, crc, thread_id, owner)).rowcount != 1:
                     self._check_thread_row(conn, thread_id)  # (a checksum that failed)
                     raise LeaseLostError(thread_id, owner)
 
@@ -407,15 +409,16 @@ class SqliteCheckpointer:
 
         def run(conn: sqlite3.Connection) -> None:
             with self._relaxed_txn(conn):
-                if conn.execute(RELEASE, (thread_id, owner)).rowcount != 1:
+                crc = rows.lease_crc(thread_id, None, None)
+                if conn.execute(RELEASE, (crc, thread_id, owner)).rowcount != 1:
                     self._check_thread_row(conn, thread_id)
 
         await self._run(thread_id, run)
 
     @staticmethod
     def _check_thread_row(conn: sqlite3.Connection, thread_id: str) -> None:
-        """Raise if the thread row is damaged (an update guarded by its checksum matched
-        nothing: the lease was not this owner's, or the row is damaged)."""
+        """Raise if the thread row is damaged (an update of the lease matched nothing: the
+        lease was not this owner's, or the row is damaged)."""
         row = conn.execute(_THREAD, (thread_id,)).fetchone()
         if row is not None:
             rows.thread(thread_id, row)
@@ -487,6 +490,9 @@ class SqliteCheckpointer:
         """
 
         def run(conn: sqlite3.Connection) -> CheckpointRecord | None:
+            found = read.read_checkpoint(conn, thread_id, ns, checkpoint_id, check_miss=False)
+            if found is not read.MISSED:  # (one statement: its own snapshot)
+                return found
             with _Txn(conn, "BEGIN"):
                 return read.read_checkpoint(conn, thread_id, ns, checkpoint_id)
 

@@ -38,6 +38,7 @@ from checkpoints import (
     migrations,
     serde,
 )
+from checkpoints import _sqlite_rows as rows
 from checkpoints import sqlite as sqlite_module
 from checkpoints._sqlite_sql import _INFO_OF_STATUS
 from checkpoints.lease import new_owner
@@ -119,12 +120,13 @@ async def raw(
 
 
 RECOMPUTE_CHECKSUMS = [
-    "UPDATE gf_threads SET crc = gf_crc(thread_id, status, head, graph_name, lease_owner,"
-    " lease_expires_at, pending_pause_ids, pending_count, created_at, updated_at),"
+    "UPDATE gf_threads SET crc = gf_crc(thread_id, status, graph_name, pending_pause_ids,"
+    " pending_count, created_at, updated_at), head_crc = gf_crc(thread_id, head),"
+    " lease_crc = gf_crc(thread_id, lease_owner, lease_expires_at),"
     " info_crc = gf_crc(thread_id, status, updated_at, pending_count, graph_name, created_at)",
     "UPDATE gf_checkpoints SET crc = gf_crc(thread_id, ns, id, parent_id, step, source,"
     " channel_versions, channel_bases, body, created_at)",
-    "UPDATE gf_channels SET crc = gf_crc(thread_id, ns, channel, version, kind, base,"
+    "UPDATE gf_channels SET crc = gf_channel_crc(thread_id, ns, channel, version, kind, base,"
     " coalesce(blob, (SELECT data FROM gf_blobs b WHERE b.id = gf_channels.blob_id)))",
     "UPDATE gf_tasks SET crc = gf_crc(thread_id, ns, checkpoint_id, task_id, node, status,"
     " attempts, started_at, ended_at, error, body)",
@@ -143,7 +145,7 @@ async def blessed(path: Path, sql: str, params: tuple[object, ...] = ()) -> None
 
     def run() -> None:
         conn = sqlite3.connect(path, isolation_level=None)
-        conn.create_function("gf_crc", -1, lambda *v: serde.checksum(v), deterministic=True)
+        rows.install(conn)
         try:
             conn.execute(sql, params)
             for recompute in RECOMPUTE_CHECKSUMS:
@@ -839,23 +841,38 @@ async def test_damage_that_still_decodes_is_detected(
 
 
 @pytest.mark.anyio
-async def test_a_lease_update_never_blesses_a_damaged_row(
-    cp: SqliteCheckpointer, path: Path
+@pytest.mark.parametrize("column", ["graph_name", "head", "lease_owner", "lease_expires_at"])
+async def test_writes_never_bless_a_damaged_thread_row(
+    cp: SqliteCheckpointer, path: Path, column: str
 ) -> None:
-    """Updates that recompute a thread row's checksum in SQL check the old one first: a
-    renewal, a release or a commit on a damaged row raises, and the damage stays visible."""
+    """A write to a thread row recomputes the checksum of what it changes only: the damage
+    of another column stays visible (or the write refuses, naming it), never gets a fresh
+    checksum. A status change, which recomputes the status checksum in SQL, checks it first."""
     owner, head = await fill(cp, 2)
-    await raw(path, "UPDATE gf_threads SET graph_name = 'h'")
-    for write in (
+    value = {"graph_name": "h", "head": "x" + head[1:], "lease_owner": owner + "!",
+             "lease_expires_at": 1.0}[column]  # fmt: skip
+    await raw(path, f"UPDATE gf_threads SET {column} = ?", (value,))
+    writes = [
         lambda: cp.renew_lease(T1, owner, 60.0),
-        lambda: cp.release_lease(T1, owner),
-        lambda: cp.commit(T1, owner, c.step_batch(head, {"counter": 9}, step=2)),
         lambda: cp.commit(T1, owner, CommitBatch()),
-    ):
-        with pytest.raises(CorruptCheckpointError, match="thread row"):
+        lambda: cp.commit(T1, owner, c.step_batch(head, {"counter": 9}, step=2)),
+        lambda: cp.commit(T1, owner, CommitBatch(thread=ThreadUpdate("done"))),
+        lambda: cp.release_lease(T1, owner),
+    ]
+    refused = 0
+    for write in writes:
+        try:
             await write()
-    with pytest.raises(CorruptCheckpointError, match="checksum mismatch"):
-        await cp.get_thread(T1)
+        except CorruptCheckpointError as e:
+            assert "thread row" in str(e) and e.thread_id == T1
+            refused += 1
+        except (LeaseLostError, HeadConflictError):
+            pass  # (a damaged lease or head fences the write off)
+        if column in ("lease_expires_at",):
+            continue  # the renewal rewrote the lease whole: no damage is left to see
+        with pytest.raises(CorruptCheckpointError, match="checksum mismatch"):
+            await cp.get_thread(T1)
+    assert refused >= (column != "lease_expires_at")  # the status change at least
 
 
 @pytest.mark.anyio
