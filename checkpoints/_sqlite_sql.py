@@ -1,4 +1,5 @@
-"""SQL, row codecs and the commit transaction of ``SqliteCheckpointer`` (see ``sqlite``)."""
+"""SQL, the channel read and the commit transaction of ``SqliteCheckpointer`` (see
+``sqlite``); rows are encoded and decoded by ``_sqlite_rows``."""
 
 from __future__ import annotations
 

@@ -11,8 +11,10 @@ Contract shared by all backends (checked by ``tests/checkpoints/conformance.py``
   allows a commit that does not wait for an fsync, for a store that keeps commits in order.
 - Values inside records are serialized with ``checkpoints.serde`` when written; a value that
   cannot be stored raises ``SerializationError`` (naming the key) and nothing is written.
-- Reads of records that cannot be decoded raise ``CorruptCheckpointError`` naming the thread
-  and checkpoint; a backend never returns a partly decoded record.
+- Reads of records that cannot be decoded, or are not what was written (a durable backend
+  checks what it reads: ``SqliteCheckpointer`` by checksums and counts), raise
+  ``CorruptCheckpointError`` naming the thread and checkpoint; a backend never returns a
+  partly decoded record, nor a damaged one as if it were sound.
 - Pauses, answers, decisions and dispatch records are append-only.
 """
 

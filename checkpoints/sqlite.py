@@ -28,6 +28,12 @@ module adds durability and multi-process safety. Decisions behind it:
   file that was an SQLite file) and "database disk image is malformed", undecodable blobs
   and missing rows raise ``CorruptCheckpointError`` naming the thread (and the checkpoint
   when known).
+- **Every record is checked when read.** Rows carry checksums of their columns and
+  collections are anchored by counts (migration ``0002_checksums`` says which); the
+  decoders (``_sqlite_rows``) then check types, ranges and shapes. A changed, erased,
+  swapped or moved value raises ``CorruptCheckpointError``: it never becomes the state. The
+  checks cost a ``zlib.crc32`` of each row read or written; a step's commit computes them
+  from values it has (no SQL callback), and a write never gives a damaged row a new checksum.
 - **Other SQLite errors get names too.** A path that cannot hold a store, or a file that is
   not one, raises ``StorePathError`` naming it (``_sqlite_path``); a store whose file or
   directory is not writable is opened read-only (a write raises ``ReadOnlyStoreError``); a
@@ -295,6 +301,9 @@ class SqliteCheckpointer:
                             self._ensure_sync(True)
                     self._close_conn()
 
+        if inline_io.get():  # a private event loop, as in _run
+            close()
+            return
         await anyio.to_thread.run_sync(close, limiter=self._limiter)
 
     # -- threads and leases ------------------------------------------------------------
