@@ -8,13 +8,14 @@ from checkpoints.base import Checkpointer
 from checkpoints.errors import (
     CheckpointError,
     CorruptCheckpointError,
-    DispatchConflictError,
     HeadConflictError,
     LeaseHeldError,
     LeaseLostError,
+    ReadOnlyStoreError,
     SchemaVersionError,
     SerializationError,
-    ThreadNotFoundError,
+    StoreLockedError,
+    StorePathError,
 )
 from checkpoints.memory import MemoryCheckpointer
 from checkpoints.models import (
@@ -46,7 +47,6 @@ __all__ = [
     "CommitBatch",
     "CorruptCheckpointError",
     "DecisionRecord",
-    "DispatchConflictError",
     "DispatchRecord",
     "HeadConflictError",
     "LeaseHeldError",
@@ -54,14 +54,16 @@ __all__ = [
     "MemoRecord",
     "MemoryCheckpointer",
     "PauseRecord",
+    "ReadOnlyStoreError",
     "ResumePoint",
     "SchemaVersionError",
     "SerializationError",
     "SqliteCheckpointer",
+    "StoreLockedError",
+    "StorePathError",
     "TaskRecord",
     "TaskSpec",
     "ThreadInfo",
-    "ThreadNotFoundError",
     "ThreadRecord",
     "ThreadUpdate",
 ]

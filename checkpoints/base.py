@@ -11,8 +11,10 @@ Contract shared by all backends (checked by ``tests/checkpoints/conformance.py``
   allows a commit that does not wait for an fsync, for a store that keeps commits in order.
 - Values inside records are serialized with ``checkpoints.serde`` when written; a value that
   cannot be stored raises ``SerializationError`` (naming the key) and nothing is written.
-- Reads of records that cannot be decoded raise ``CorruptCheckpointError`` naming the thread
-  and checkpoint; a backend never returns a partly decoded record.
+- Reads of records that cannot be decoded, or are not what was written (a durable backend
+  checks what it reads: ``SqliteCheckpointer`` by checksums and counts), raise
+  ``CorruptCheckpointError`` naming the thread and checkpoint; a backend never returns a
+  partly decoded record, nor a damaged one as if it were sound.
 - Pauses, answers, decisions and dispatch records are append-only.
 """
 
@@ -96,7 +98,10 @@ class Checkpointer(Protocol):
         ...
 
     async def list_threads(self, status: ThreadStatus | None = None) -> list[ThreadInfo]:
-        """Threads (optionally of one status), most recently updated first, from an index."""
+        """Threads (optionally of one status), most recently updated first, from an index.
+
+        Raises ``ValueError`` for a ``status`` that is not a ``ThreadStatus``.
+        """
         ...
 
     # -- checkpoints and state -------------------------------------------------------------
@@ -129,9 +134,9 @@ class Checkpointer(Protocol):
         """Channel values at the given versions (a checkpoint's ``channel_versions``).
 
         A channel listed in ``bases`` is rebuilt from its ``set`` row at the base version
-        followed by its ``append`` rows of that base up to the version, in version order
-        (an empty list when there is no ``set`` row). Raises ``CorruptCheckpointError`` when a
-        referenced row is missing or cannot be decoded.
+        followed by its ``append`` rows of that base up to the version, in version order.
+        Raises ``CorruptCheckpointError`` when a referenced row (the ``set`` row of a chain
+        included) is missing or cannot be decoded.
         """
         ...
 

@@ -10,8 +10,9 @@ The tree (one root for the package; ``checkpoints`` cannot import graphflow's ro
     ├── LeaseHeldError               another live runner holds the thread's lease
     ├── LeaseLostError               this runner's lease was taken over or expired
     ├── HeadConflictError            compare-and-set on the thread head failed
-    ├── ThreadNotFoundError          no such thread in the store
-    └── DispatchConflictError        a tool call was already claimed for dispatch
+    ├── StoreLockedError             another client held the store's write lock too long
+    └── StorePathError               the store's path cannot be used as given (names it)
+        └── ReadOnlyStoreError       a write to a store that is open read-only
 """
 
 from __future__ import annotations
@@ -96,18 +97,37 @@ class HeadConflictError(CheckpointError):
         self.actual = actual
 
 
-class ThreadNotFoundError(CheckpointError):
-    """No thread with this id exists in the store."""
+class StoreLockedError(CheckpointError):
+    """Another client (a backup, the sqlite3 shell, a stuck process) held the store's write
+    lock for longer than the store waits (``busy_timeout``). Nothing was written: the same
+    call can be retried.
 
-    def __init__(self, thread_id: str):
-        super().__init__(f"no thread {thread_id!r} in the store")
-        self.thread_id = thread_id
+    Attributes:
+        path: the store's file.
+    """
+
+    def __init__(self, path: str, waited: float):
+        super().__init__(
+            f"checkpoint store {path!r} is locked by another writer (another process, or an "
+            f"SQLite client such as a backup or the sqlite3 shell, held its write lock for "
+            f"over {waited:g} s): nothing was written; the same call can be retried"
+        )
+        self.path = path
 
 
-class DispatchConflictError(CheckpointError):
-    """A tool call was already claimed for dispatch in this thread."""
+class StorePathError(CheckpointError):
+    """The store's path cannot be used: its directory is missing or not writable, it is a
+    directory, or the file there is not a graphflow database. The message says what to do.
 
-    def __init__(self, thread_id: str, call_id: str):
-        super().__init__(f"tool call {call_id!r} of thread {thread_id!r} was already dispatched")
-        self.thread_id = thread_id
-        self.call_id = call_id
+    Attributes:
+        path: the path the store was given.
+    """
+
+    def __init__(self, message: str, *, path: str):
+        super().__init__(message)
+        self.path = path
+
+
+class ReadOnlyStoreError(StorePathError):
+    """A write to a store opened read-only (the file or its directory is not writable);
+    nothing was written. Reads of such a store work."""

@@ -39,6 +39,7 @@ from checkpoints.models import (
     ThreadInfo,
     ThreadRecord,
     ThreadStatus,
+    check_thread_status,
     now,
 )
 
@@ -62,7 +63,7 @@ class MemoryCheckpointer:
         self._memos: dict[tuple[str, str, str], dict[str, dict[str, bytes]]] = {}
         self._pauses: dict[str, dict[str, tuple[PauseRecord, bytes]]] = {}
         self._answers: dict[str, list[tuple[AnswerRecord, bytes]]] = {}
-        self._decisions: dict[str, list[DecisionRecord]] = {}
+        self._decisions: dict[str, list[tuple[DecisionRecord, bytes | None]]] = {}
         self._dispatch: dict[tuple[str, str], tuple[DispatchRecord, bytes]] = {}
 
     async def setup(self) -> None:
@@ -131,6 +132,8 @@ class MemoryCheckpointer:
         return point
 
     async def list_threads(self, status: ThreadStatus | None = None) -> list[ThreadInfo]:
+        if status is not None:
+            check_thread_status(status)
         recs = [r for r in self._threads.values() if status is None or r.status == status]
         recs.sort(key=lambda r: (r.updated_at, r.thread_id), reverse=True)
         return [ThreadInfo.from_record(r) for r in recs]
@@ -259,9 +262,9 @@ class MemoryCheckpointer:
                 continue
             base_v = base[0]
             head = self._channels.get((thread_id, ns, channel, base_v))
-            value: list[Any] = []
-            if head is not None and head[0] == "set":
-                value = list(_load(head[2], thread_id, None, f"channel {channel!r}"))
+            if head is None or head[0] != "set":  # the chain's start is missing
+                raise _missing(thread_id, channel, base_v)
+            value = list(_load(head[2], thread_id, None, f"channel {channel!r}"))
             chain = self._chains.get((thread_id, ns, channel, base_v), [])
             count = 0
             for v in sorted(chain):
@@ -329,15 +332,24 @@ class MemoryCheckpointer:
 
     # -- decisions and dispatch ------------------------------------------------------------
     async def put_decisions(self, decisions: Sequence[DecisionRecord]) -> None:
-        for d in decisions:
-            self._decisions.setdefault(d.thread_id, []).append(d)
+        rows = [
+            (dataclasses.replace(d, extra={}),
+             _dump(d.extra, f"extra of decision {d.call_id!r}") if d.extra else None)
+            for d in decisions
+        ]  # fmt: skip
+        for row in rows:
+            self._decisions.setdefault(row[0].thread_id, []).append(row)
 
     async def list_decisions(
         self, thread_id: ThreadId, call_id: CallId | None = None
     ) -> list[DecisionRecord]:
         return [
-            d for d in self._decisions.get(thread_id, []) if call_id is None or d.call_id == call_id
-        ]
+            d if blob is None else dataclasses.replace(
+                d, extra=_load(blob, thread_id, None, f"extra of decision {d.call_id!r}")
+            )
+            for d, blob in self._decisions.get(thread_id, [])
+            if call_id is None or d.call_id == call_id
+        ]  # fmt: skip
 
     async def claim_dispatch(self, record: DispatchRecord) -> bool:
         key = (record.thread_id, record.call_id)

@@ -13,7 +13,7 @@ import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
-from typing import Any, Literal, NewType
+from typing import Any, Literal, NewType, get_args
 
 ThreadId = NewType("ThreadId", str)
 CheckpointId = NewType("CheckpointId", str)
@@ -52,6 +52,21 @@ ChannelWriteKind = Literal["set", "append"]
 
 DispatchStatus = Literal["claimed", "succeeded", "failed"]
 """A tool call's dispatch lifecycle: claimed before it runs, then its outcome."""
+
+THREAD_STATUSES: frozenset[str] = frozenset(get_args(ThreadStatus))
+TASK_STATUSES: frozenset[str] = frozenset(get_args(TaskStatus))
+PAUSE_KINDS: frozenset[str] = frozenset(get_args(PauseKind))
+CHECKPOINT_SOURCES: frozenset[str] = frozenset(get_args(CheckpointSource))
+DISPATCH_STATUSES: frozenset[str] = frozenset(get_args(DispatchStatus))
+VERDICTS: frozenset[str] = frozenset({"approve", "deny"})
+"""The values of each lifecycle type, for checking what is passed in or read back."""
+
+
+def check_thread_status(status: object) -> None:
+    """Raise ``ValueError`` unless ``status`` is a ``ThreadStatus`` (``None`` is not one)."""
+    if type(status) is not str or status not in THREAD_STATUSES:
+        valid = ", ".join(repr(s) for s in get_args(ThreadStatus))
+        raise ValueError(f"thread status must be one of {valid}, not {status!r}")
 
 
 def now() -> float:
@@ -226,7 +241,9 @@ class DecisionRecord:
     """A human's decision on a tool call, keyed by function call id; append-only.
 
     ``applied`` is false when the decision was recorded but ignored (for example because its
-    fingerprint did not match the proposed call); ``note`` says why.
+    fingerprint did not match the proposed call); ``note`` says why. ``pause_id`` is the
+    pause the decision answered, when known; ``extra`` holds further fields the engine
+    records (serialized with ``checkpoints.serde``, so its values must be storable).
     """
 
     thread_id: ThreadId

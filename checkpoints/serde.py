@@ -18,11 +18,21 @@ hook, which turns them into msgpack extension types (code: type, payload):
 
 Inline payloads keep all nesting inside msgpack's own bounded, iterative machinery: no
 Python recursion, so deep or hostile data cannot overflow the C stack. Codes are stored
-forever: never reuse or renumber them. msgpack itself decodes its timestamp extension (-1)
-to ``msgpack.Timestamp``; :func:`dumps` never writes it.
+forever: never reuse or renumber them.
+
+What :func:`dumps` accepts, :func:`loads` gives back equal and of the same types, with one
+exception: ``bytearray`` and ``memoryview`` come back as ``bytes`` (equal; telling them
+apart would cost a Python walk of every value). msgpack packs its own ``ExtType`` and
+``Timestamp`` without asking the hook; they would come back as another value (a list
+shaped like a tag as a tuple, code 1 as an int) or not at all, so :func:`dumps` refuses
+them: an extension header the hook did not make shows in the output (see
+``_check_extensions``), at the cost of a byte scan of the output.
 
 Loading never imports, unpickles or evaluates anything: a class is revived only when it was
-passed to :func:`register` under the stored name. Registered objects are restored as they
+passed to :func:`register` under the stored name, and a ``zoneinfo`` key only when its file
+is in ``zoneinfo.TZPATH`` (``ZoneInfo`` would otherwise import the ``tzdata`` package), so
+:func:`dumps` refuses zones found elsewhere and :func:`loads` reports an unknown key as a
+:class:`DecodeError`. Registered objects are restored as they
 were, without re-running validators or ``__init__`` (they need not be idempotent): models
 by ``model_construct`` (fields, extras, fields set; private attributes get their defaults),
 dataclasses by setting their fields on a new instance (missing fields get their defaults).
@@ -32,8 +42,11 @@ from __future__ import annotations
 
 import dataclasses
 import enum
+import os
 import threading
-from collections.abc import Callable
+import zlib
+import zoneinfo
+from collections.abc import Callable, Sequence
 from datetime import date, datetime, time, timedelta, timezone
 from decimal import Decimal
 from typing import Any, TypeVar, overload
@@ -45,7 +58,15 @@ from pydantic import BaseModel
 
 from checkpoints.errors import CorruptCheckpointError, SerializationError
 
-__all__ = ["DecodeError", "dumps", "is_registered", "loads", "register", "registered_name"]
+__all__ = [
+    "DecodeError",
+    "checksum",
+    "dumps",
+    "is_registered",
+    "loads",
+    "register",
+    "registered_name",
+]
 
 T = TypeVar("T", bound=type)
 
@@ -78,7 +99,8 @@ class _Pending(threading.local):
 _by_name: dict[str, type] = {}
 _by_class: dict[type, tuple[str, int]] = {}
 _registry_lock = threading.Lock()
-_packers: list[Any] = []  # idle msgpack.Packer objects; list.pop/append are atomic
+_packers: list[_Encoder] = []  # idle encoders; list.pop/append are atomic
+_row_packer = msgpack.Packer(use_bin_type=True)  # for checksum()
 _pending = _Pending()
 
 
@@ -156,12 +178,20 @@ def dumps(value: object, *, key: str | None = None) -> bytes:
             names the key, the path inside ``value`` and the offending type.
     """
     try:
-        packer = _packers.pop()
+        enc = _packers.pop()
     except IndexError:
-        packer = msgpack.Packer(default=_default, use_bin_type=True, strict_types=True)
+        enc = _Encoder()
+    enc.emitted = 0
     cause: Exception | None = None
     try:
-        out: bytes = packer.pack(value)
+        out: bytes = enc.packer.pack(value)
+        # Bytes that may start msgpack's own extension values (see _EXT_HEADERS).
+        if len(out) < _SHORT:
+            marks = len(out) - len(out.translate(None, _EXT_HEADER_BYTES))
+        else:
+            marks = sum(out.count(m) for m in _EXT_HEADERS if m in out)
+        if marks != enc.emitted:
+            _check_extensions(value, out, enc.emitted)
     except _Unstorable as exc:
         bad, hint = exc.value, exc.hint
     except UnicodeEncodeError as exc:
@@ -172,7 +202,7 @@ def dumps(value: object, *, key: str | None = None) -> bytes:
         bad, hint, cause = value, f"{type(exc).__name__}: {exc}", exc
     else:
         if len(out) <= _POOL_KEEP_BYTES:
-            _packers.append(packer)  # on error it is dropped: its state is unknown
+            _packers.append(enc)  # on error it is dropped: its state is unknown
         return out
     type_name = type(bad).__qualname__
     try:
@@ -183,6 +213,19 @@ def dumps(value: object, *, key: str | None = None) -> bytes:
     at = f" at key {where!r}" if key is not None else (f" at {where!r}" if where else "")
     message = f"cannot store value of type {type_name!r}{at}: {hint}"
     raise SerializationError(message, key=key, type_name=type_name) from cause
+
+
+def checksum(values: Sequence[object]) -> int:
+    """CRC-32 of a stored row's column values (None, int, float, str, bytes), types and order
+    included: a value of another type (the text ``"5"`` for the integer 5, NULL for an empty
+    string), or two values swapped, give another checksum.
+
+    Raises:
+        TypeError: a value is not one of those types.
+    """
+    # One packer for all threads: packing plain values calls no Python code, so no other
+    # thread runs inside pack() (the GIL is held throughout).
+    return zlib.crc32(_row_packer.pack(values))
 
 
 def loads(data: bytes) -> object:
@@ -224,6 +267,13 @@ def _clock(v: datetime | time) -> list[object]:
         state = [micros] if name == timezone(offset).tzname(None) else [micros, name]
     elif type(tz) is ZoneInfo and tz.key is not None:
         state = tz.key
+        if state not in _zones and _zone_file(state) is None:
+            raise _Unstorable(
+                v,
+                f"its time zone {state!r} is not in the system time zone database "
+                "(zoneinfo.TZPATH), where loading looks zones up (it imports nothing, such "
+                "as the tzdata package): use a zone found there, or a datetime.timezone",
+            )
     elif tz is not None:
         hint = "use a datetime.timezone or zoneinfo.ZoneInfo time zone"
         raise _Unstorable(v, f"its tzinfo {type(tz).__qualname__!r} cannot be stored; {hint}")
@@ -251,25 +301,114 @@ def _registered_state(obj: Any, name: str, code: int) -> list[Any]:
     return [name, fields, obj.__pydantic_extra__, sorted(obj.model_fields_set)]
 
 
-def _default(obj: Any) -> object:
-    """Encode a value msgpack does not pack natively (called from msgpack's C code)."""
-    cls = type(obj)
-    if cls in _ENCODERS:
-        code, encode = _ENCODERS[cls]
-        return [_TAGS[code], encode(obj)]
-    if cls in _by_class:
-        name, code = _by_class[cls]
-        return [_TAGS[code], _registered_state(obj, name, code)]
-    if cls is int:  # only ints outside the 64-bit range get here
-        size = (obj.bit_length() + 8) // 8
-        return msgpack.ExtType(_BIGINT, obj.to_bytes(size, "big", signed=True))
-    if cls is UUID:
-        return msgpack.ExtType(_UUID, obj.bytes)
-    if cls is Decimal:
-        return msgpack.ExtType(_DECIMAL, str(obj).encode("ascii"))
-    if isinstance(obj, enum.Enum | BaseModel) or dataclasses.is_dataclass(obj):
-        raise _Unstorable(obj, f"register it with {__name__}.register or convert it to plain data")
-    raise _Unstorable(obj, "convert it to plain data, or to a registered model, dataclass or enum")
+class _Encoder:
+    """A packer whose ``default`` counts the extension values it emits in one ``dumps``."""
+
+    __slots__ = ("emitted", "packer")
+
+    def __init__(self) -> None:
+        self.emitted = 0
+        self.packer = msgpack.Packer(default=self.default, use_bin_type=True, strict_types=True)
+
+    def default(self, obj: Any) -> object:
+        """Encode a value msgpack does not pack natively (called from msgpack's C code).
+
+        Every value returned holds exactly one extension (a tag or a scalar): ``dumps``
+        compares their number with the extension headers in its output.
+        """
+        self.emitted += 1
+        cls = type(obj)
+        if cls in _ENCODERS:
+            code, encode = _ENCODERS[cls]
+            return [_TAGS[code], encode(obj)]
+        if cls in _by_class:
+            name, code = _by_class[cls]
+            return [_TAGS[code], _registered_state(obj, name, code)]
+        if cls is int:  # only ints outside the 64-bit range get here
+            size = (obj.bit_length() + 8) // 8
+            return msgpack.ExtType(_BIGINT, obj.to_bytes(size, "big", signed=True))
+        if cls is UUID:
+            return msgpack.ExtType(_UUID, obj.bytes)
+        if cls is Decimal:
+            return msgpack.ExtType(_DECIMAL, str(obj).encode("ascii"))
+        if isinstance(obj, enum.Enum | BaseModel) or dataclasses.is_dataclass(obj):
+            hint = f"register it with {__name__}.register or convert it to plain data"
+            raise _Unstorable(obj, hint)
+        raise _Unstorable(
+            obj, "convert it to plain data, or to a registered model, dataclass or enum"
+        )
+
+
+# The first byte of each msgpack extension header (fixext 1-16, ext 8/16/32). msgpack packs
+# its own ExtType and Timestamp natively, never asking ``default``: those would come back as
+# another value (or not at all), so ``dumps`` refuses them. Each extension ``default`` made
+# starts with one of these bytes; when the output holds exactly that many, there is no other.
+_EXT_HEADERS = (b"\xc7", b"\xc8", b"\xc9", b"\xd4", b"\xd5", b"\xd6", b"\xd7", b"\xd8")
+_EXT_HEADER_BYTES = b"".join(_EXT_HEADERS)
+_TIMESTAMP_HEADERS = (b"\xd6\xff", b"\xd7\xff", b"\xc7\x0c\xff")  # msgpack's code -1
+_SHORT = 512  # below this, one translate() counts faster than eight scans
+
+
+def _check_extensions(value: object, out: bytes, emitted: int) -> None:
+    """Raise ``_Unstorable`` if ``out`` holds extension values ``default`` did not make.
+
+    Runs when marker bytes outnumber the extensions made: they are usually data (in strings,
+    numbers, bytes), so the output is parsed (in C, counting extensions) to tell.
+    """
+    count = [0]
+
+    def ext(code: int, data: bytes) -> None:
+        count[0] += 1
+
+    try:
+        try:
+            msgpack.unpackb(out, ext_hook=ext, raw=True, strict_map_key=False)
+        except TypeError:  # a key holding a map or list (a registered object): count again
+            count[0] = 0
+            msgpack.unpackb(
+                out, ext_hook=ext, raw=True, use_list=False, object_pairs_hook=tuple,
+                strict_map_key=False,
+            )  # fmt: skip
+    except Exception as exc:
+        raise _Unstorable(
+            value, f"it could not be read back ({type(exc).__name__}: {exc})"
+        ) from exc
+    stamps = any(t in out for t in _TIMESTAMP_HEADERS)  # (not seen by ext_hook)
+    if count[0] == emitted and not stamps:
+        return
+    bad = _find_extension(value)
+    if bad is not None:
+        if type(bad) is msgpack.Timestamp:
+            raise _Unstorable(bad, "a msgpack Timestamp is not storable: use a datetime")
+        raise _Unstorable(
+            bad, "a msgpack extension value is not storable (it would be read back as another "
+            "value, or not at all): convert it to plain data",
+        )  # fmt: skip
+    if count[0] != emitted:
+        raise _Unstorable(value, "it holds an extension value that would not be read back")
+
+
+def _find_extension(value: object) -> Any:
+    """The first msgpack ExtType or Timestamp inside ``value`` (None if there is none)."""
+    stack: list[Any] = [value]
+    seen: dict[int, object] = {}  # (holds what it saw: ids of the states built are not reused)
+    while stack:
+        node = stack.pop()
+        cls = type(node)
+        if cls is msgpack.ExtType or cls is msgpack.Timestamp:
+            return node
+        if id(node) in seen:
+            continue
+        seen[id(node)] = node
+        if cls is list or cls is tuple or cls is set or cls is frozenset:
+            stack.extend(reversed(list(node)))
+        elif cls is dict:
+            for k, v in reversed(list(node.items())):
+                stack += (v, k)
+        elif cls in _by_class:
+            state = _registered_state(node, *_by_class[cls])
+            stack.extend(reversed(state[1:]))
+    return None
 
 
 def _locate(node: Any, target: object, seen: set[int]) -> str:
@@ -348,8 +487,40 @@ def _revive_clock(kind: type[datetime] | type[time], payload: list[Any]) -> obje
     if type(tz) is list and 1 <= len(tz) <= 2:
         tz = timezone(timedelta(microseconds=tz[0]), *tz[1:])
     elif tz is not None:
-        tz = ZoneInfo(tz)  # reads a tzdata file: no code is imported or run
+        tz = _zone(tz)
     return kind(*parts).replace(tzinfo=tz, fold=fold)
+
+
+_zones: dict[str, ZoneInfo] = {}
+"""Zones found in ``zoneinfo.TZPATH`` so far, by key (only keys found: a bounded set)."""
+
+
+def _zone_file(key: str) -> str | None:
+    """The file of zone ``key`` in ``zoneinfo.TZPATH``, as ``ZoneInfo(key)`` would find it
+    there, or None. ``ZoneInfo`` itself falls back to the ``tzdata`` package, importing it
+    (and importlib.resources): loading must not import, so keys are looked up here first."""
+    if not key or "\0" in key or os.path.isabs(key) or os.path.normpath(key) != key:
+        return None
+    if key.startswith(".."):
+        return None
+    for root in zoneinfo.TZPATH:
+        candidate = os.path.join(root, key)
+        if os.path.isfile(candidate):
+            return candidate
+    return None
+
+
+def _zone(key: object) -> ZoneInfo:
+    """The zone of a stored key; a key not in ``zoneinfo.TZPATH`` is a DecodeError."""
+    tz = _zones.get(key) if type(key) is str else None
+    if tz is None:
+        if type(key) is not str or _zone_file(key) is None:
+            raise DecodeError(
+                f"stored time zone {key!r:.100} is not in this system's time zone database "
+                "(zoneinfo.TZPATH)"
+            )
+        tz = _zones[key] = ZoneInfo(key)  # reads that file: nothing is imported or run
+    return tz
 
 
 def _revive_model(payload: list[Any]) -> object:

@@ -24,9 +24,21 @@ module adds durability and multi-process safety. Decisions behind it:
   (one snapshot).
 - **Values are serialized before the transaction begins**: a ``SerializationError`` writes
   nothing and the write lock is held only for SQL.
-- **Damage is reported, never guessed around.** SQLite's "file is not a database" and
-  "database disk image is malformed", undecodable blobs and missing rows raise
-  ``CorruptCheckpointError`` naming the thread (and the checkpoint when known).
+- **Damage is reported, never guessed around.** SQLite's "file is not a database" (for a
+  file that was an SQLite file) and "database disk image is malformed", undecodable blobs
+  and missing rows raise ``CorruptCheckpointError`` naming the thread (and the checkpoint
+  when known).
+- **Every record is checked when read.** Rows carry checksums of their columns and
+  collections are anchored by counts (migration ``0002_checksums`` says which); the
+  decoders (``_sqlite_rows``) then check types, ranges and shapes. A changed, erased,
+  swapped or moved value raises ``CorruptCheckpointError``: it never becomes the state. The
+  checks cost a ``zlib.crc32`` of each row read or written; a step's commit computes them
+  from values it has (no SQL callback), and a write never gives a damaged row a new checksum.
+- **Other SQLite errors get names too.** A path that cannot hold a store, or a file that is
+  not one, raises ``StorePathError`` naming it (``_sqlite_path``); a store whose file or
+  directory is not writable is opened read-only (a write raises ``ReadOnlyStoreError``); a
+  write lock held by another client past ``busy_timeout`` raises ``StoreLockedError``
+  (nothing written, retry the call).
 - **No statement outlives a call**: multi-row reads ``fetchall()`` before decoding, so an
   error while decoding never leaves a statement open holding an old snapshot.
 - **Lifecycle.** The file and its schema are created when the object is made (or, if that
@@ -50,44 +62,35 @@ import anyio
 import anyio.to_thread
 import sniffio
 
+from checkpoints import _sqlite_path as _path
+from checkpoints import _sqlite_read as read
+from checkpoints import _sqlite_rows as rows
 from checkpoints import _wal, migrations
-from checkpoints._decode import load_value as _load
-from checkpoints._sqlite_read import (
-    read_answers,
-    read_channels,
-    read_checkpoint,
-    read_memos,
-    read_pauses,
-    read_step_records,
-    read_tasks,
-    read_thread_and_head,
-)
 from checkpoints._sqlite_sql import (
-    _CKPT,
-    _DECISION,
     _DISPATCH,
-    _INFO,
-    _INFO_OF_STATUS,
-    _INSERT_ANSWER,
-    _PAUSE,
+    _INSERT_DECISION,
     _THREAD,
-    _checkpoint,
+    RELEASE,
+    RENEW,
     _commit,
     _dumps,
     _is_damage,
     _lease_existing,
-    _pause,
     _RoomTxn,
     _take_lease,
-    _thread_record,
     _Txn,
+    insert_answers,
+    next_seq,
 )
 from checkpoints.blocking import inline_io
 from checkpoints.errors import (
     CheckpointError,
     CorruptCheckpointError,
     LeaseLostError,
+    ReadOnlyStoreError,
     SerializationError,
+    StoreLockedError,
+    StorePathError,
 )
 from checkpoints.keeper import keeper
 from checkpoints.models import (
@@ -107,6 +110,7 @@ from checkpoints.models import (
     ThreadInfo,
     ThreadRecord,
     ThreadStatus,
+    check_thread_status,
     now,
 )
 
@@ -149,6 +153,7 @@ class SqliteCheckpointer:
         self.busy_timeout = busy_timeout
         self.synchronous = synchronous.upper()
         self._conn: sqlite3.Connection | None = None
+        self._read_only: str | None = None  # what is not writable, when opened read-only
         self._wal_fd: int | None = None  # on the WAL, while the connection is open (_wal)
         self._sync_level = self.synchronous
         self._lock = threading.Lock()
@@ -164,25 +169,64 @@ class SqliteCheckpointer:
     def _open(self) -> sqlite3.Connection:
         """Connect, set the pragmas and migrate the schema (the lazy ``setup``)."""
         keeper().start()  # its thread starts while this waits for the file (see keeper)
+        read_only = _path.locate(self.path)  # a path that cannot serve raises, naming it
+        if read_only is not None:
+            conn = self._connect_read_only(read_only)
+        else:
+            conn = self._connect(self.path)
+            try:
+                # What the file holds is looked at first: a foreign file is left as it was.
+                pending = migrations.pending(conn, self.path)
+                conn.execute("PRAGMA journal_mode=WAL")
+                conn.execute(f"PRAGMA synchronous={self.synchronous}")
+                if pending:
+                    with _Txn(conn):
+                        migrations.apply(conn, self.path)
+            except BaseException:
+                conn.close()
+                raise
+        self._sync_level = self.synchronous
+        self._read_only = read_only
+        self._conn = conn
+        # SQLite made the WAL as it first read (a read-only store writes none).
+        self._wal_fd = _wal.open_fd(self._wal_path) if read_only is None else None
+        return conn
+
+    def _connect(self, target: str, *, uri: bool = False) -> sqlite3.Connection:
         conn = sqlite3.connect(
-            self.path,
+            target,
             timeout=self.busy_timeout,
             isolation_level=None,  # transactions are explicit (_Txn)
             check_same_thread=False,  # used by anyio's worker threads, one at a time
+            uri=uri,
         )
-        try:
-            conn.execute("PRAGMA journal_mode=WAL")
-            conn.execute(f"PRAGMA synchronous={self.synchronous}")
-            self._sync_level = self.synchronous
-            if migrations.pending(conn, self.path):
-                with _Txn(conn):
-                    migrations.apply(conn, self.path)
-        except BaseException:
-            conn.close()
-            raise
-        self._conn = conn
-        self._wal_fd = _wal.open_fd(self._wal_path)  # SQLite made the WAL as it first read
+        rows.install(conn)  # gf_crc(), for updates that recompute a row's checksum in SQL
         return conn
+
+    def _connect_read_only(self, why: str) -> sqlite3.Connection:
+        """Open a store whose file or directory is not writable (see ``_sqlite_path``)."""
+        uris = _path.read_only_uris(self.path)
+        for i, target in enumerate(uris):
+            conn = self._connect(target, uri=True)
+            try:
+                if migrations.pending(conn, self.path):
+                    raise ReadOnlyStoreError(
+                        f"checkpoint store {self.path!r} was written by an older graphflow and "
+                        f"must be upgraded, but it is read-only (its {why} is not writable): "
+                        "open it once with write access",
+                        path=self.path,
+                    )
+                return conn
+            except sqlite3.OperationalError as e:
+                conn.close()
+                # No -shm index could be made beside it: try the next way (immutable).
+                cannot = (sqlite3.SQLITE_CANTOPEN, sqlite3.SQLITE_READONLY)
+                if i + 1 == len(uris) or e.sqlite_errorcode & 0xFF not in cannot:
+                    raise
+            except BaseException:
+                conn.close()
+                raise
+        raise AssertionError("unreachable")  # pragma: no cover
 
     def _close_conn(self) -> None:
         """Close the connection (and the descriptor on its WAL)."""
@@ -207,7 +251,7 @@ class SqliteCheckpointer:
                 self._close_conn()
 
     def _call(self, thread_id: str | None, fn: Callable[[sqlite3.Connection], T]) -> T:
-        """Run ``fn`` on the connection (in a worker thread); damage becomes an error."""
+        """Run ``fn`` on the connection (in a worker thread); SQLite errors become typed ones."""
         with self._lock:
             try:
                 conn = self._conn if self._conn is not None else self._open()
@@ -216,17 +260,34 @@ class SqliteCheckpointer:
                 return fn(conn)
             except sqlite3.DatabaseError as e:
                 self._drop_if_stuck()
-                if not _is_damage(e):
-                    raise
-                who = f"thread {thread_id!r}: " if thread_id is not None else ""
-                raise CorruptCheckpointError(
-                    f"{who}checkpoint store {self.path!r} is damaged ({e}); restore it from a "
-                    "backup",
-                    thread_id=thread_id,
-                ) from e
+                raise self._typed(e, thread_id) from e
             except BaseException:
                 self._drop_if_stuck()  # (a call that returns never leaves a transaction open)
                 raise
+
+    def _typed(self, e: sqlite3.DatabaseError, thread_id: str | None) -> Exception:
+        """The ``CheckpointError`` that an SQLite error stands for (``e`` itself if none)."""
+        path = self.path
+        code = getattr(e, "sqlite_errorcode", 0) & 0xFF
+        if code == sqlite3.SQLITE_BUSY:
+            return StoreLockedError(path, self.busy_timeout)
+        if code == sqlite3.SQLITE_READONLY:
+            return _path.read_only_error(path, self._read_only or "file or directory")
+        if code == sqlite3.SQLITE_NOTADB and _path.is_foreign(path):
+            return _path.not_a_store(path, "it is not an SQLite file")
+        if code == sqlite3.SQLITE_CANTOPEN:
+            try:
+                _path.locate(path)
+            except StorePathError as found:
+                return found
+            return StorePathError(f"cannot open checkpoint store {path!r}: {e}", path=path)
+        if not _is_damage(e):
+            return e
+        who = f"thread {thread_id!r}: " if thread_id is not None else ""
+        return CorruptCheckpointError(
+            f"{who}checkpoint store {path!r} is damaged ({e}); restore it from a backup",
+            thread_id=thread_id,
+        )
 
     async def _run(self, thread_id: str | None, fn: Callable[[sqlite3.Connection], T]) -> T:
         """Run ``fn`` off the event loop, one call of this object at a time."""
@@ -251,15 +312,28 @@ class SqliteCheckpointer:
                             self._ensure_sync(True)
                     self._close_conn()
 
+        if inline_io.get():  # a private event loop, as in _run
+            close()
+            return
         await anyio.to_thread.run_sync(close, limiter=self._limiter)
 
     # -- threads and leases ------------------------------------------------------------
     async def get_thread(self, thread_id: ThreadId) -> ThreadRecord | None:
-        """The thread's row, or ``None`` when the thread does not exist."""
+        """The thread's row, or ``None`` when the thread does not exist (and has no
+        checkpoints: a row missing from a thread that has some is damage)."""
 
         def run(conn: sqlite3.Connection) -> ThreadRecord | None:
             row = conn.execute(_THREAD, (thread_id,)).fetchone()
-            return _thread_record(thread_id, row) if row is not None else None
+            if row is not None:
+                return rows.thread(thread_id, row)
+            with _Txn(conn, "BEGIN"):  # one snapshot for the look and the probe
+                row = conn.execute(_THREAD, (thread_id,)).fetchone()
+                if row is not None:
+                    return rows.thread(thread_id, row)
+                missing = read.thread_is_missing(conn, thread_id)
+            if missing is not None:
+                raise missing
+            return None
 
         return await self._run(thread_id, run)
 
@@ -342,11 +416,10 @@ class SqliteCheckpointer:
 
         def run(conn: sqlite3.Connection) -> None:
             with self._relaxed_txn(conn):
-                sql = (
-                    "UPDATE gf_threads SET lease_expires_at = ? WHERE thread_id = ?"
-                    " AND lease_owner = ?"
-                )
-                if conn.execute(sql, (now() + ttl, thread_id, owner)).rowcount != 1:
+                expires = now() + ttl
+                crc = rows.lease_crc(thread_id, owner, expires)
+                if conn.execute(RENEW, (expires, crc, thread_id, owner)).rowcount != 1:
+                    self._check_thread_row(conn, thread_id)  # (a checksum that failed)
                     raise LeaseLostError(thread_id, owner)
 
         await self._run(thread_id, run)
@@ -356,13 +429,19 @@ class SqliteCheckpointer:
 
         def run(conn: sqlite3.Connection) -> None:
             with self._relaxed_txn(conn):
-                conn.execute(
-                    "UPDATE gf_threads SET lease_owner = NULL, lease_expires_at = NULL"
-                    " WHERE thread_id = ? AND lease_owner = ?",
-                    (thread_id, owner),
-                )
+                crc = rows.lease_crc(thread_id, None, None)
+                if conn.execute(RELEASE, (crc, thread_id, owner)).rowcount != 1:
+                    self._check_thread_row(conn, thread_id)
 
         await self._run(thread_id, run)
+
+    @staticmethod
+    def _check_thread_row(conn: sqlite3.Connection, thread_id: str) -> None:
+        """Raise if the thread row is damaged (an update of the lease matched nothing: the
+        lease was not this owner's, or the row is damaged)."""
+        row = conn.execute(_THREAD, (thread_id,)).fetchone()
+        if row is not None:
+            rows.thread(thread_id, row)
 
     async def resume_thread(
         self, thread_id: ThreadId, owner: str, ttl: float
@@ -372,30 +451,31 @@ class SqliteCheckpointer:
 
         def run(conn: sqlite3.Connection) -> ResumePoint | None:
             with self._relaxed_txn(conn):  # an error rolls the lease back
-                found = read_thread_and_head(conn, thread_id)
-                if found is None:
+                found = read.read_thread_and_head(conn, thread_id)
+                if found is None or found[2] is None:
                     return None
-                thread = _lease_existing(conn, thread_id, owner, ttl, found[0])
-                ck = _checkpoint(thread_id, "", found[1])
-                channels = read_channels(conn, thread_id, "", ck.channel_versions, ck.channel_bases)
-                pauses, answers, tasks, memos = read_step_records(
-                    conn, thread_id, thread.pending_pause_ids, ck.id
+                _, thread_row, ck, ck_row = found
+                assert ck is not None
+                thread = _lease_existing(conn, thread_id, owner, ttl, thread_row)
+                channels = read.read_channels(
+                    conn, thread_id, "", ck.channel_versions, ck.channel_bases
+                )
+                pauses, answers, tasks, memos = read.read_step_records(
+                    conn, thread_id, thread_row, thread.pending_pause_ids, ck.id, ck_row
                 )
                 return ResumePoint(thread, ck, channels, pauses, answers, tasks, memos)
 
         return await self._run(thread_id, run)
 
     async def list_threads(self, status: ThreadStatus | None = None) -> list[ThreadInfo]:
-        """Threads, most recently updated first (by status: a range of the status index)."""
+        """Threads, most recently updated first (by status: a range of the status index),
+        counted against the number of threads of that status."""
+        if status is not None:
+            check_thread_status(status)
 
         def run(conn: sqlite3.Connection) -> list[ThreadInfo]:
-            if status is None:
-                sql = _INFO + " ORDER BY updated_at DESC, thread_id DESC"
-                return [ThreadInfo(*row) for row in conn.execute(sql).fetchall()]
-            # A backwards range of the threads_by_status index, which holds every column read
-            # (the status is the one asked for: not read back for each row).
-            rows = conn.execute(_INFO_OF_STATUS, (status,)).fetchall()
-            return [ThreadInfo(t, status, up, n, g, cr) for t, up, n, g, cr in rows]
+            with _Txn(conn, "BEGIN"):
+                return read.list_threads(conn, status)
 
         return await self._run(None, run)
 
@@ -428,9 +508,15 @@ class SqliteCheckpointer:
         A head whose checkpoint row is missing raises ``CorruptCheckpointError``: the thread
         is not mistaken for a new one.
         """
-        return await self._run(
-            thread_id, lambda conn: read_checkpoint(conn, thread_id, ns, checkpoint_id)
-        )
+
+        def run(conn: sqlite3.Connection) -> CheckpointRecord | None:
+            found = read.read_checkpoint(conn, thread_id, ns, checkpoint_id, check_miss=False)
+            if found is not read.MISSED:  # (one statement: its own snapshot)
+                return found
+            with _Txn(conn, "BEGIN"):
+                return read.read_checkpoint(conn, thread_id, ns, checkpoint_id)
+
+        return await self._run(thread_id, run)
 
     async def list_checkpoints(
         self, thread_id: ThreadId, ns: str = "", *, limit: int | None = None
@@ -438,12 +524,8 @@ class SqliteCheckpointer:
         """Checkpoints of one namespace, newest first."""
 
         def run(conn: sqlite3.Connection) -> list[CheckpointRecord]:
-            sql = _CKPT + " WHERE thread_id = ? AND ns = ? ORDER BY id DESC LIMIT ?"
-            sql_limit = limit if limit is not None and limit >= 0 else -1
-            rows = conn.execute(sql, (thread_id, ns, sql_limit)).fetchall()
-            if limit is not None and limit < 0:
-                rows = rows[:limit]  # Python slicing, as MemoryCheckpointer does
-            return [_checkpoint(thread_id, ns, r) for r in rows]
+            with _Txn(conn, "BEGIN"):
+                return read.list_checkpoints(conn, thread_id, ns, limit)
 
         return await self._run(thread_id, run)
 
@@ -458,7 +540,7 @@ class SqliteCheckpointer:
 
         def run(conn: sqlite3.Connection) -> dict[str, Any]:
             with _Txn(conn, "BEGIN"):
-                return read_channels(conn, thread_id, ns, versions, bases)
+                return read.read_channels(conn, thread_id, ns, versions, bases)
 
         return await self._run(thread_id, run)
 
@@ -467,7 +549,7 @@ class SqliteCheckpointer:
     ) -> dict[TaskId, TaskRecord]:
         """Task records of one checkpoint, by task id, in the order first written."""
         return await self._run(
-            thread_id, lambda conn: read_tasks(conn, thread_id, ns, checkpoint_id)
+            thread_id, lambda conn: read.read_tasks(conn, thread_id, ns, checkpoint_id)
         )
 
     async def load_memos(
@@ -475,7 +557,7 @@ class SqliteCheckpointer:
     ) -> dict[TaskId, dict[str, Any]]:
         """Memoized step results of one checkpoint's tasks: task id -> key -> value."""
         return await self._run(
-            thread_id, lambda conn: read_memos(conn, thread_id, ns, checkpoint_id)
+            thread_id, lambda conn: read.read_memos(conn, thread_id, ns, checkpoint_id)
         )
 
     # -- pauses and answers ------------------------------------------------------------
@@ -486,90 +568,75 @@ class SqliteCheckpointer:
 
         def run(conn: sqlite3.Connection) -> list[PauseRecord]:
             with _Txn(conn, "BEGIN"):
-                return read_pauses(conn, thread_id, pause_ids)
+                return read.read_pauses(conn, thread_id, pause_ids)
 
         return await self._run(thread_id, run)
 
     async def list_pauses(self, thread_id: ThreadId) -> list[PauseRecord]:
         """Every pause record of the thread, oldest first."""
-
-        def run(conn: sqlite3.Connection) -> list[PauseRecord]:
-            sql = _PAUSE + " WHERE thread_id = ? ORDER BY created_at, rowid"
-            return [_pause(thread_id, r) for r in conn.execute(sql, (thread_id,)).fetchall()]
-
-        return await self._run(thread_id, run)
+        return await self._run(thread_id, lambda conn: read.list_pauses(conn, thread_id))
 
     async def put_answers(self, answers: Sequence[AnswerRecord]) -> None:
         """Append answers in one transaction (all are serialized first)."""
-        rows = [
-            (a.thread_id, a.pause_id, _dumps(a.value, key=f"answer to {a.pause_id!r}"), a.by,
-             a.reason, a.created_at)
-            for a in answers
-        ]  # fmt: skip
+        blobs = [(a, _dumps(a.value, key=f"answer to {a.pause_id!r}")) for a in answers]
 
         def run(conn: sqlite3.Connection) -> None:
             with _Txn(conn):
-                conn.executemany(_INSERT_ANSWER, rows)
+                insert_answers(conn, blobs)
 
-        if rows:
-            await self._run(rows[0][0], run)
+        if blobs:
+            await self._run(blobs[0][0].thread_id, run)
 
     async def load_answers(
         self, thread_id: ThreadId, pause_ids: Sequence[PauseId] | None = None
     ) -> dict[PauseId, AnswerRecord]:
         """The latest answer per pause (all pauses of the thread when ``pause_ids`` is None)."""
         wanted = {str(p) for p in pause_ids} if pause_ids is not None else None
-        return await self._run(thread_id, lambda conn: read_answers(conn, thread_id, wanted))
+        return await self._run(thread_id, lambda conn: read.read_answers(conn, thread_id, wanted))
 
     # -- decisions and dispatch ------------------------------------------------------------
     async def put_decisions(self, decisions: Sequence[DecisionRecord]) -> None:
-        """Append decisions in one transaction."""
-        rows = [
-            (d.thread_id, d.call_id, d.verdict, d.fingerprint, d.by, d.reason, d.applied, d.note,
-             d.created_at)
+        """Append decisions in one transaction (every ``extra`` is serialized first)."""
+        extras = [
+            _dumps(d.extra, key=f"extra of decision {d.call_id!r}") if d.extra else None
             for d in decisions
-        ]  # fmt: skip
+        ]
 
         def run(conn: sqlite3.Connection) -> None:
             with _Txn(conn):
+                seq = next_seq(conn, "gf_decisions")
                 conn.executemany(
-                    "INSERT INTO gf_decisions (thread_id, call_id, verdict, fingerprint, by,"
-                    " reason, applied, note, created_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
-                    rows,
-                )
+                    _INSERT_DECISION,
+                    [rows.decision_row(seq + i, d, x)
+                     for i, (d, x) in enumerate(zip(decisions, extras, strict=True))],
+                )  # fmt: skip
 
-        if rows:
-            await self._run(rows[0][0], run)
+        if decisions:
+            await self._run(decisions[0].thread_id, run)
 
     async def list_decisions(
         self, thread_id: ThreadId, call_id: CallId | None = None
     ) -> list[DecisionRecord]:
         """Decisions of a thread (optionally of one call), oldest first."""
-
-        def run(conn: sqlite3.Connection) -> list[DecisionRecord]:
-            if call_id is None:
-                rows = conn.execute(_DECISION + " ORDER BY seq", (thread_id,)).fetchall()
-            else:
-                sql = _DECISION + " AND call_id = ? ORDER BY seq"
-                rows = conn.execute(sql, (thread_id, call_id)).fetchall()
-            return [
-                DecisionRecord(r[0], r[1], r[2], r[3], r[4], r[5], bool(r[6]), r[7], r[8])
-                for r in rows
-            ]
-
-        return await self._run(thread_id, run)
+        return await self._run(
+            thread_id, lambda conn: read.list_decisions(conn, thread_id, call_id)
+        )
 
     async def claim_dispatch(self, record: DispatchRecord) -> bool:
         """Insert the claim; False when the primary key says it was already claimed."""
         r = record
         # Like MemoryCheckpointer, a claim stores no result (None is stored as NULL).
+        claimed, completed = rows.time_value(r.claimed_at), rows.time_value(r.completed_at)
+        assert claimed is not None
+        crc = rows.dispatch_crc(r.thread_id, r.call_id, r.tool, r.fingerprint, r.owner, r.status,
+                                None, r.error, claimed, completed)  # fmt: skip
         row = (r.thread_id, r.call_id, r.tool, r.fingerprint, r.owner, r.status, None, r.error,
-               r.claimed_at, r.completed_at)  # fmt: skip
+               claimed, completed, crc)  # fmt: skip
 
         def run(conn: sqlite3.Connection) -> bool:
             with _Txn(conn):
                 cur = conn.execute(
-                    "INSERT INTO gf_dispatches VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
+                    "INSERT INTO gf_dispatches VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
                     " ON CONFLICT (thread_id, call_id) DO NOTHING",
                     row,
                 )
@@ -598,22 +665,30 @@ class SqliteCheckpointer:
 
         def run(conn: sqlite3.Connection) -> None:
             with _Txn(conn):
-                cur = conn.execute(
-                    "UPDATE gf_dispatches SET status = ?, result = ?, error = ?, completed_at = ?"
-                    " WHERE thread_id = ? AND call_id = ?",
-                    (status, blob, error, now(), thread_id, call_id),
-                )
-                if cur.rowcount != 1:
+                found = conn.execute(_DISPATCH, (thread_id, call_id)).fetchone()
+                if found is None:
+                    self._check_dispatch_count(conn, thread_id)
                     raise CorruptCheckpointError(
                         f"tool call {call_id!r} of thread {thread_id!r} was never claimed",
                         thread_id=thread_id,
                     )
+                claim = rows.dispatch(thread_id, call_id, found)  # (damage raises here)
                 if status not in ("succeeded", "failed"):
                     raise ValueError(
                         f"dispatch status must be 'succeeded' or 'failed', not {status!r}"
                     )
                 if problem is not None:
                     raise problem
+                done = now()
+                crc = rows.dispatch_crc(
+                    thread_id, call_id, claim.tool, claim.fingerprint, claim.owner, status,
+                    blob, error, claim.claimed_at, done,
+                )  # fmt: skip
+                conn.execute(
+                    "UPDATE gf_dispatches SET status = ?, result = ?, error = ?,"
+                    " completed_at = ?, crc = ? WHERE thread_id = ? AND call_id = ?",
+                    (status, blob, error, done, crc, thread_id, call_id),
+                )
 
         await self._run(thread_id, run)
 
@@ -622,9 +697,30 @@ class SqliteCheckpointer:
 
         def run(conn: sqlite3.Connection) -> DispatchRecord | None:
             r = conn.execute(_DISPATCH, (thread_id, call_id)).fetchone()
-            if r is None:
-                return None
-            result = None if r[6] is None else _load(r[6], thread_id, None, "tool result")
-            return DispatchRecord(r[0], r[1], r[2], r[3], r[4], r[5], result, r[7], r[8], r[9])
+            if r is not None:
+                return rows.dispatch(thread_id, call_id, r)
+            with _Txn(conn, "BEGIN"):
+                r = conn.execute(_DISPATCH, (thread_id, call_id)).fetchone()
+                if r is not None:
+                    return rows.dispatch(thread_id, call_id, r)
+                self._check_dispatch_count(conn, thread_id)
+            return None
 
         return await self._run(thread_id, run)
+
+    @staticmethod
+    def _check_dispatch_count(conn: sqlite3.Connection, thread_id: str) -> None:
+        """After a dispatch was not found: damage if the thread lost one, or holds one whose
+        key changed (a claim is the at-most-once guard: a lost claim must never let the call
+        run again)."""
+        found = conn.execute(
+            f"SELECT call_id, {rows.DISPATCH_COLS} FROM gf_dispatches WHERE thread_id = ?",
+            (thread_id,),
+        ).fetchall()
+        for row in found:  # a claim whose key changed fails its checksum
+            rows.dispatch(thread_id, row[0], row[1:])
+        anchor = conn.execute(
+            "SELECT n_dispatches FROM gf_threads WHERE thread_id = ?", (thread_id,)
+        ).fetchone()
+        if anchor is not None:
+            rows.count(thread_id, "dispatches", anchor[0], len(found))

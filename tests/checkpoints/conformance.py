@@ -593,11 +593,14 @@ async def check_channels_set_and_append_chains(make: Factory) -> None:
     got = await cp.load_channels(T1, "", {"msgs": later}, {"msgs": (base, 11)})
     assert got == {"msgs": [*flat, "m11"]}
 
-    # Appends whose base has no set row start from an empty list.
+    # Appends whose base has no set row: the chain's start is missing (damage, never a guess
+    # that the list started empty).
     orphan = next_version()
     first = next_version()
     await write(ChannelWrite("log", first, "append", ["a"], base=orphan))
-    assert await cp.load_channels(T1, "", {"log": first}, {"log": (orphan, 1)}) == {"log": ["a"]}
+    with pytest.raises(CorruptCheckpointError, match="'log'") as no_start:
+        await cp.load_channels(T1, "", {"log": first}, {"log": (orphan, 1)})
+    assert no_start.value.thread_id == T1
 
     # Channels of another namespace are separate.
     await write(ChannelWrite("counter", v1, "set", "sub"), ns="sub:1")
@@ -736,6 +739,37 @@ async def check_decisions_append_only(make: Factory) -> None:
     assert await cp.list_decisions(T1, CallId("nope")) == []
     assert [d.thread_id for d in await cp.list_decisions(T2)] == [T2]
     assert (await cp.list_decisions(T1))[2].applied is False
+    assert (await cp.list_decisions(T1))[0].pause_id is None
+    assert (await cp.list_decisions(T1))[0].extra == {}
+
+
+async def check_decision_pause_id_and_extra(make: Factory) -> None:
+    """A decision's ``pause_id`` and ``extra`` round-trip (``extra`` as a copy, values of
+    any storable type); an unstorable ``extra`` value is refused, naming it, and nothing of
+    the batch is stored."""
+    cp = make()
+    extra = {"principal": {"id": "ann", "roles": ("admin",)}, "digest": "sha256:ab",
+             "rich": rich_value()}  # fmt: skip
+    d1 = DecisionRecord(
+        T1, CallId("c1"), "approve", "fp", by="ann", created_at=1.0, pause_id=PauseId("p1"),
+        extra=extra,
+    )  # fmt: skip
+    d2 = DecisionRecord(T1, CallId("c2"), "deny", reason="no", created_at=2.0)
+    await cp.put_decisions([d1, d2])
+    extra["digest"] = "changed after put"
+    got = await cp.list_decisions(T1)
+    assert [d.pause_id for d in got] == ["p1", None]
+    assert got[0].extra["digest"] == "sha256:ab" and got[1].extra == {}
+    assert type(got[0].extra["principal"]["roles"]) is tuple
+    assert_rich(got[0].extra["rich"])
+    assert got[0] == dataclasses.replace(d1, extra={**extra, "digest": "sha256:ab"})
+    got[0].extra["digest"] = "changed after read"
+    assert (await cp.list_decisions(T1, CallId("c1")))[0].extra["digest"] == "sha256:ab"
+    bad = DecisionRecord(T1, CallId("c3"), "approve", extra={"when": object()})
+    with pytest.raises(SerializationError) as err:
+        await cp.put_decisions([DecisionRecord(T1, CallId("c4"), "approve"), bad])
+    assert err.value.key == "extra of decision 'c3'" and err.value.type_name == "object"
+    assert [d.call_id for d in await cp.list_decisions(T1)] == ["c1", "c2"]
 
 
 async def check_dispatch_claim_once(make: Factory) -> None:
@@ -809,6 +843,18 @@ async def check_list_threads(make: Factory) -> None:
     await cp.commit(ThreadId("a"), owner, CommitBatch(thread=ThreadUpdate("running")))
     assert [i.thread_id for i in await cp.list_threads("paused")] == ["c"]
     assert (await cp.list_threads())[0].thread_id == "a"
+
+
+async def check_list_threads_refuses_an_unknown_status(make: Factory) -> None:
+    """A status that is not a ``ThreadStatus`` is a ``ValueError`` naming it and the valid
+    ones, never an empty list (a typo would otherwise look like "no such threads")."""
+    cp = make()
+    await cp.acquire_lease(T1, new_owner(), 60.0)
+    for bad in ["Paused", "pending", "", 1, None.__class__]:
+        with pytest.raises(ValueError, match="status") as err:
+            await cp.list_threads(bad)  # type: ignore[arg-type]
+        assert repr(bad) in str(err.value) and "'paused'" in str(err.value)
+    assert [i.thread_id for i in await cp.list_threads("running")] == [T1]
 
 
 async def check_commit_takes_and_gives_up_the_lease(make: Factory) -> None:
@@ -927,8 +973,10 @@ CHECKS: list[Check] = [
     check_memos,
     check_pauses_and_answers,
     check_decisions_append_only,
+    check_decision_pause_id_and_extra,
     check_dispatch_claim_once,
     check_list_threads,
+    check_list_threads_refuses_an_unknown_status,
     check_commit_takes_and_gives_up_the_lease,
     check_resume_thread,
 ]

@@ -11,6 +11,7 @@ import dataclasses
 import enum
 import importlib.abc
 import math
+import os
 import sys
 import threading
 import uuid
@@ -22,6 +23,7 @@ from decimal import Decimal
 from typing import Any, TypeVar
 from zoneinfo import ZoneInfo
 
+import msgpack
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
@@ -585,7 +587,8 @@ def test_register_rules() -> None:
 def test_exported_names() -> None:
     assert serde.__all__ == sorted(serde.__all__)
     assert serde.__all__ == [
-        "DecodeError", "dumps", "is_registered", "loads", "register", "registered_name"
+        "DecodeError", "checksum", "dumps", "is_registered", "loads", "register",
+        "registered_name",
     ]  # fmt: skip
     assert issubclass(DecodeError, CorruptCheckpointError)
 
@@ -595,3 +598,143 @@ def test_threads_share_the_serializer() -> None:
     with ThreadPoolExecutor(8) as pool:
         outs = list(pool.map(lambda v: loads(dumps(v)), values * 20))
     assert outs == values * 20
+
+
+# -- values that would not read back as stored ----------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("value", "type_name", "where"),
+    [
+        (msgpack.ExtType(42, b"x"), "ExtType", "state"),  # unreadable: unknown code 42
+        (msgpack.ExtType(1, b"\x05"), "ExtType", "state"),  # would read back as the int 5
+        (msgpack.ExtType(2, bytes(16)), "ExtType", "state"),  # ... as a UUID
+        ([msgpack.ExtType(10, b""), [1, 2]], "ExtType", "state[0]"),  # ... as the tuple (1, 2)
+        (msgpack.Timestamp(1, 2), "Timestamp", "state"),
+        ({"deep": [(1, msgpack.Timestamp(0))]}, "Timestamp", "state.deep[0][1]"),
+        (Holder(x={"k": msgpack.ExtType(5, b"")}), "ExtType", "state.x.k"),
+        ([Point(1), 2.5, 10**30, uuid.UUID(int=7), msgpack.ExtType(3, b"1")], "ExtType",
+         "state[4]"),
+    ],
+    ids=repr,
+)  # fmt: skip
+def test_msgpack_extension_values_are_refused_when_written(
+    value: Any, type_name: str, where: str
+) -> None:
+    """msgpack packs its own ExtType and Timestamp without asking: they would come back as
+    another value, or make every later read fail. They are refused at write, named."""
+    with pytest.raises(SerializationError) as info:
+        dumps(value, key="state")
+    assert info.value.type_name == type_name and info.value.key == "state"
+    assert f"value of type {type_name!r} at key {where!r}" in str(info.value)
+    assert dumps({"ok": (1,)}) == dumps({"ok": (1,)})  # the packer pool is still healthy
+
+
+def test_marker_bytes_in_plain_data_are_not_mistaken_for_extension_values() -> None:
+    """Bytes that look like extension headers inside strings, bytes and numbers are data."""
+    markers = bytes([0xC7, 0xC8, 0xC9, 0xD4, 0xD5, 0xD6, 0xD7, 0xD8, 0xFF, 0x0C])
+    values = [
+        markers, "ǅ Ǉ Ԁ ב ؀ ǿ", 200, 212, 0xC7C8C9D4D5D6D7D8, 1.0000000000000002,
+        [(markers, 213), {"k": (b"\xd6\xff", b"\xd7\xff", b"\xc7\x0c\xff")}],
+        uuid.UUID(bytes=markers + markers[:6]), Decimal("1." + "7" * 210), 2**64 + 0xD6FF,
+    ]  # fmt: skip
+    for value in values:
+        roundtrip(value)
+
+
+def test_a_zone_outside_the_system_database_is_refused_when_written() -> None:
+    """loads finds zone keys only in zoneinfo.TZPATH (importing nothing): a ZoneInfo whose
+    key is not there would be unreadable, so dumps refuses it."""
+    with open(os.path.join(_tzpath_root(), "Europe", "Paris"), "rb") as f:
+        mars = ZoneInfo.from_file(f, key="Mars/Olympus_Mons")
+    with pytest.raises(SerializationError, match=r"'Mars/Olympus_Mons'.*TZPATH") as info:
+        dumps({"at": datetime(2024, 1, 1, tzinfo=mars)}, key="when")
+    assert info.value.key == "when" and info.value.type_name == "datetime"
+    assert again(datetime(2024, 1, 1, tzinfo=PARIS)).tzinfo is PARIS
+
+
+def _tzpath_root() -> str:
+    import zoneinfo
+
+    return next(p for p in zoneinfo.TZPATH if os.path.isfile(os.path.join(p, "Europe", "Paris")))
+
+
+_NO_IMPORT_SCRIPT = """
+import sys
+from datetime import datetime
+from zoneinfo import ZoneInfo
+from checkpoints import serde
+blob = serde.dumps(datetime(2024, 1, 1, tzinfo=ZoneInfo("Europe/Paris")))
+unknown = blob.replace(b"Europe/Paris", b"Europe/Parix")
+before = set(sys.modules)
+try:
+    serde.loads(unknown)
+except serde.DecodeError as e:
+    print("error:", e)
+else:
+    print("error: none")
+print("imported:", sorted(set(sys.modules) - before))
+ZoneInfo.clear_cache()
+before = set(sys.modules)
+print("known:", serde.loads(blob).tzinfo)
+print("imported:", sorted(set(sys.modules) - before))
+"""
+
+
+def test_loading_an_unknown_zone_key_imports_nothing() -> None:
+    """An unknown key is a DecodeError naming it; no module is imported to look for it
+    (zoneinfo's fallback would import the tzdata package through importlib.resources)."""
+    import subprocess
+
+    done = subprocess.run(
+        [sys.executable, "-c", _NO_IMPORT_SCRIPT], capture_output=True, text=True, check=True
+    )
+    lines = done.stdout.splitlines()
+    assert lines[0].startswith("error: ") and "'Europe/Parix'" in lines[0], lines
+    assert lines[1] == "imported: []", lines
+    assert lines[2] == "known: Europe/Paris" and lines[3] == "imported: []", lines
+
+
+def _values_with_extensions() -> st.SearchStrategy[Any]:
+    ext = st.builds(msgpack.ExtType, st.integers(0, 127), st.binary(max_size=20))
+    stamp = st.builds(msgpack.Timestamp, st.integers(0, 2**33), st.integers(0, 999_999_999))
+    registered = st.builds(Point, st.integers(), st.integers()) | st.builds(
+        Holder, x=st.none() | st.integers() | ext
+    )
+    leaves = plain_leaves | ext | stamp | registered | st.sampled_from(RICH_VALUES)
+    return st.recursive(
+        leaves,
+        lambda c: (
+            st.lists(c, max_size=4)
+            | st.lists(c, max_size=4).map(tuple)
+            | st.dictionaries(st.text() | keys, c, max_size=4)
+            | st.builds(Holder, x=c)
+        ),
+        max_leaves=20,
+    )
+
+
+@settings(deadline=None, suppress_health_check=[HealthCheck.too_slow], max_examples=300)
+@given(_values_with_extensions())
+def test_property_what_dumps_accepts_loads_back_identically(value: Any) -> None:
+    """For any value dumps accepts, loads gives back an equal value of the same types
+    (bytes-like values other than bytes, which come back as bytes, are not generated)."""
+    try:
+        blob = dumps(value)
+    except SerializationError as e:
+        assert e.type_name in ("ExtType", "Timestamp"), e
+        return
+    assert canon(loads(blob)) == canon(value)
+
+
+def test_checksum_tells_types_order_and_null_apart() -> None:
+    row = ("t1", "", 5, 1.5, None, b"\x00")
+    assert serde.checksum(row) == serde.checksum(list(row))
+    for other in [
+        ("t1", "", "5", 1.5, None, b"\x00"), ("t1", "", 5, 1.5, "", b"\x00"),
+        ("", "t1", 5, 1.5, None, b"\x00"), ("t1", "", 5, 1.5, None, "\x00"),
+        ("t1", "", 5.0, 1.5, None, b"\x00"), ("t1", "", 5, 1.5, None, b"\x01"),
+        ("t1", "", 5, 1.5, None),
+    ]:  # fmt: skip
+        assert serde.checksum(other) != serde.checksum(row), other
+    assert 0 <= serde.checksum(row) < 2**32

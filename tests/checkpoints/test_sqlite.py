@@ -26,15 +26,19 @@ from checkpoints import (
     HeadConflictError,
     LeaseHeldError,
     LeaseLostError,
+    MemoRecord,
     PauseRecord,
     SchemaVersionError,
     SerializationError,
     SqliteCheckpointer,
+    StoreLockedError,
+    TaskRecord,
     ThreadUpdate,
     _wal,
     migrations,
     serde,
 )
+from checkpoints import _sqlite_rows as rows
 from checkpoints import sqlite as sqlite_module
 from checkpoints._sqlite_sql import _INFO_OF_STATUS
 from checkpoints.lease import new_owner
@@ -113,6 +117,43 @@ async def raw(
             conn.close()
 
     return await anyio.to_thread.run_sync(run)
+
+
+RECOMPUTE_CHECKSUMS = [
+    "UPDATE gf_threads SET crc = gf_crc(thread_id, status, graph_name, pending_pause_ids,"
+    " pending_count, created_at, updated_at), head_crc = gf_crc(thread_id, head),"
+    " lease_crc = gf_crc(thread_id, lease_owner, lease_expires_at),"
+    " info_crc = gf_crc(thread_id, status, updated_at, pending_count, graph_name, created_at)",
+    "UPDATE gf_checkpoints SET crc = gf_crc(thread_id, ns, id, parent_id, step, source,"
+    " channel_versions, channel_bases, body, created_at)",
+    "UPDATE gf_channels SET crc = gf_channel_crc(thread_id, ns, channel, version, kind, base,"
+    " coalesce(blob, (SELECT data FROM gf_blobs b WHERE b.id = gf_channels.blob_id)))",
+    "UPDATE gf_tasks SET crc = gf_crc(thread_id, ns, checkpoint_id, task_id, node, status,"
+    " attempts, started_at, ended_at, error, body)",
+    "UPDATE gf_memos SET crc = gf_crc(thread_id, ns, checkpoint_id, task_id, key, value,"
+    " created_at)",
+    "UPDATE gf_pauses SET crc = gf_crc(thread_id, id, ns, checkpoint_id, task_id, node, kind,"
+    " value, created_at)",
+]
+"""What migration 0002 computes for existing rows: run after an edit, it makes the edit
+look like damage that predates the upgrade (or a foreign writer that computes checksums),
+which the decoders' own checks must catch."""
+
+
+async def blessed(path: Path, sql: str, params: tuple[object, ...] = ()) -> None:
+    """Run SQL on a connection of its own, then give every row a checksum of what it holds."""
+
+    def run() -> None:
+        conn = sqlite3.connect(path, isolation_level=None)
+        rows.install(conn)
+        try:
+            conn.execute(sql, params)
+            for recompute in RECOMPUTE_CHECKSUMS:
+                conn.execute(recompute)
+        finally:
+            conn.close()
+
+    await anyio.to_thread.run_sync(run)
 
 
 async def on_connection(cp: SqliteCheckpointer, sql: str) -> list[Any]:
@@ -447,7 +488,8 @@ async def test_processes_racing_on_a_new_file(path: Path) -> None:
         for proc in procs:
             await proc.aclose()
     assert results == ["held", "held", "held", "won"]
-    assert await raw(path, "SELECT name FROM _graphflow_migrations") == [("0001_initial",)]
+    names = [(name,) for name, _ in migrations.MIGRATIONS]
+    assert await raw(path, "SELECT name FROM _graphflow_migrations ORDER BY name") == names
 
 
 @pytest.mark.anyio
@@ -475,7 +517,7 @@ async def test_busy_timeout_expiry_is_an_error_not_damage(path: Path) -> None:
             [sys.executable, "-c", HOLDER, str(path), "1.0"]
         ) as proc:
             assert await read_line(proc) == "locked"
-            with pytest.raises(sqlite3.OperationalError, match="locked"):
+            with pytest.raises(StoreLockedError, match="locked by another writer"):
                 await cp.commit(T1, owner, c.step_batch(head, {"counter": 1}, step=1))
             assert await proc.wait() == 0
         assert (await load_head_state(cp))["counter"] == 0  # nothing was written
@@ -521,27 +563,69 @@ async def test_schema_is_created_by_named_migrations(cp: SqliteCheckpointer, pat
 
 @pytest.mark.anyio
 async def test_newer_schema_version_is_refused(cp: SqliteCheckpointer, path: Path) -> None:
+    """A newer graphflow appends migrations: its file lists one unknown here and counts it."""
     await fill(cp, 1)
     await cp.close()
     newer = migrations.SCHEMA_VERSION + 1
     await raw(path, "UPDATE _graphflow_meta SET value = ? WHERE key = 'schema_version'", (newer,))
+    await raw(path, "INSERT INTO _graphflow_migrations VALUES ('9999_from_the_future', 0)")
     store = SqliteCheckpointer(path)
     with pytest.raises(SchemaVersionError, match=f"schema version {newer}.*upgrade graphflow"):
         await store.get_thread(T1)
-    with pytest.raises(SchemaVersionError):
+    with pytest.raises(SchemaVersionError, match="9999_from_the_future"):
         await store.setup()
     await store.close()
 
 
 @pytest.mark.anyio
-async def test_unknown_migration_is_refused(cp: SqliteCheckpointer, path: Path) -> None:
-    await cp.setup()
+@pytest.mark.parametrize(
+    "damage",
+    [
+        "UPDATE _graphflow_meta SET value = value + 1 WHERE key = 'schema_version'",
+        "UPDATE _graphflow_meta SET value = 'two' WHERE key = 'schema_version'",
+        "DELETE FROM _graphflow_meta WHERE key = 'schema_version'",
+        "INSERT INTO _graphflow_migrations VALUES ('9999_from_the_future', 0)",
+        "DELETE FROM _graphflow_migrations WHERE name = '0001_initial'",
+        "DELETE FROM _graphflow_migrations WHERE name = '0002_checksums'",
+        "UPDATE _graphflow_migrations SET name = '0001_initiam' WHERE name = '0001_initial'",
+        "DROP TABLE _graphflow_migrations",
+        "DROP TABLE _graphflow_meta",
+    ],
+)
+async def test_damaged_migration_records_are_damage(
+    cp: SqliteCheckpointer, path: Path, damage: str
+) -> None:
+    """Migration records that contradict each other (or are gone, the tables being there)
+    are damage naming the file: never "written by a newer graphflow", never a migration run
+    again on tables it made already (``table gf_threads already exists``)."""
+    await fill(cp, 1)
     await cp.close()
-    await raw(path, "INSERT INTO _graphflow_migrations VALUES ('9999_from_the_future', 0)")
+    await raw(path, damage)
+    before = path.read_bytes()
     store = SqliteCheckpointer(path)
-    with pytest.raises(SchemaVersionError, match="9999_from_the_future"):
+    for call in (store.setup, lambda: store.get_thread(T1)):
+        with pytest.raises(CorruptCheckpointError, match="is damaged") as err:
+            await call()
+        assert repr(str(path)) in str(err.value)
+        assert "already exists" not in str(err.value) or "meets its own tables" in str(err.value)
+    await store.close()
+    assert path.read_bytes() == before  # nothing migrated, nothing "repaired"
+
+
+@pytest.mark.anyio
+async def test_a_migration_meeting_its_own_tables_is_damage(path: Path) -> None:
+    """The migration records say 0001 did not run, yet its tables exist (the records are
+    consistent among themselves: a file made by hand): 0001 must not run again."""
+    cp = SqliteCheckpointer(path)
+    await fill(cp, 1)
+    await cp.close()
+    await raw(path, "DELETE FROM _graphflow_migrations")
+    await raw(path, "UPDATE _graphflow_meta SET value = 0 WHERE key = 'schema_version'")
+    store = SqliteCheckpointer(path)
+    with pytest.raises(CorruptCheckpointError, match="'0001_initial' meets its own tables"):
         await store.setup()
     await store.close()
+    assert await raw(path, "SELECT count(*) FROM gf_checkpoints") == [(1,)]
 
 
 # -- damage ------------------------------------------------------------------------------------
@@ -562,7 +646,7 @@ async def test_corrupt_channel_blob(cp: SqliteCheckpointer, path: Path) -> None:
 @pytest.mark.anyio
 async def test_corrupt_checkpoint_and_records(cp: SqliteCheckpointer, path: Path) -> None:
     _owner, head = await fill(cp, 3)
-    await raw(path, "UPDATE gf_checkpoints SET body = X'92C1' WHERE id = ?", (head,))
+    await blessed(path, "UPDATE gf_checkpoints SET body = X'92C1' WHERE id = ?", (head,))
     with pytest.raises(CorruptCheckpointError) as err:
         await cp.get_checkpoint(T1)
     assert (err.value.thread_id, err.value.checkpoint_id) == (T1, head)
@@ -571,7 +655,7 @@ async def test_corrupt_checkpoint_and_records(cp: SqliteCheckpointer, path: Path
         await cp.list_checkpoints(T1)
 
     # Valid msgpack of the wrong shape is damage too, never a half-built record.
-    await raw(path, "UPDATE gf_checkpoints SET body = ? WHERE id = ?", (serde.dumps([1]), head))
+    await blessed(path, "UPDATE gf_checkpoints SET body = ? WHERE id = ?", (serde.dumps([1]), head))
     with pytest.raises(CorruptCheckpointError, match="invalid shape"):
         await cp.get_checkpoint(T1, checkpoint_id=head)
 
@@ -581,31 +665,31 @@ async def test_corrupt_checkpoint_and_records(cp: SqliteCheckpointer, path: Path
         ("channel_bases", serde.dumps({"msgs": 5})),
         ("body", serde.dumps([{}, {}])),  # a map where the frontier list belongs
     ]:
-        await raw(path, f"UPDATE gf_checkpoints SET {column} = ? WHERE id = ?", (value, head))
+        await blessed(path, f"UPDATE gf_checkpoints SET {column} = ? WHERE id = ?", (value, head))
         with pytest.raises(CorruptCheckpointError, match="invalid shape") as err:
             await cp.get_checkpoint(T1)
         assert err.value.checkpoint_id == head
         valid = (serde.dumps({}), serde.dumps([[], {}]), head)
-        await raw(
+        await blessed(
             path,
             "UPDATE gf_checkpoints SET channel_versions = ?, channel_bases = NULL, body = ?"
             " WHERE id = ?",
             valid,
         )
 
-    await raw(path, "UPDATE gf_threads SET pending_pause_ids = X'FFFF'")
+    await blessed(path, "UPDATE gf_threads SET pending_pause_ids = X'FFFF'")
     with pytest.raises(CorruptCheckpointError, match="thread-1"):
         await cp.get_thread(T1)
 
-    await raw(path, "UPDATE gf_threads SET pending_pause_ids = ?", (serde.dumps(5),))
+    await blessed(path, "UPDATE gf_threads SET pending_pause_ids = ?", (serde.dumps(5),))
     with pytest.raises(CorruptCheckpointError, match="invalid shape"):
         await cp.get_thread(T1)
 
-    await raw(path, "UPDATE gf_tasks SET body = X'C1'")
+    await blessed(path, "UPDATE gf_tasks SET body = X'C1'")
     [(tasks,)] = await raw(path, "SELECT checkpoint_id FROM gf_tasks LIMIT 1")
     with pytest.raises(CorruptCheckpointError, match="thread-1"):
         await cp.load_tasks(T1, "", tasks)
-    await raw(path, "UPDATE gf_tasks SET body = ?", (serde.dumps(5),))
+    await blessed(path, "UPDATE gf_tasks SET body = ?", (serde.dumps(5),))
     with pytest.raises(CorruptCheckpointError, match="invalid shape"):
         await cp.load_tasks(T1, "", tasks)
 
@@ -615,11 +699,180 @@ async def test_list_channel_of_the_wrong_shape(cp: SqliteCheckpointer, path: Pat
     await fill(cp, 3)
     ck = await cp.get_checkpoint(T1)
     assert ck is not None
-    await raw(path, "UPDATE gf_channels SET blob = ? WHERE channel = 'msgs' AND kind = 'set'",
+    await blessed(path, "UPDATE gf_channels SET blob = ? WHERE channel = 'msgs' AND kind = 'set'",
         (serde.dumps(5),))  # fmt: skip
     with pytest.raises(CorruptCheckpointError, match="invalid shape") as err:
         await cp.load_channels(T1, "", ck.channel_versions, ck.channel_bases)
     assert err.value.thread_id == T1
+
+
+async def paused(cp: SqliteCheckpointer) -> tuple[str, CheckpointId]:
+    """``fill`` then a pause: T1 paused at its head, lease released."""
+    owner, head = await fill(cp, 3)
+    pause = PauseRecord(PauseId("p1"), T1, "", head, TaskId("t"), "ask", "interrupt", "ok?")
+    await cp.commit(T1, owner, CommitBatch(pauses=[pause],
+                    thread=ThreadUpdate("paused", (pause.id,)), release=True))  # fmt: skip
+    return owner, head
+
+
+async def every_read_is_corrupt(cp: SqliteCheckpointer, match: str) -> None:
+    """get_thread and resume_thread raise CorruptCheckpointError naming T1 (and ``match``)."""
+    for read in (lambda: cp.get_thread(T1), lambda: cp.resume_thread(T1, new_owner(), 60.0)):
+        with pytest.raises(CorruptCheckpointError, match=match) as err:
+            await read()
+        assert err.value.thread_id == T1 and "'thread-1'" in str(err.value)
+
+
+@pytest.mark.anyio
+@pytest.mark.parametrize("ids", [[["p1"]], [1], [None], "p1", [], [b"p1"]], ids=repr)
+async def test_pending_pause_ids_of_the_wrong_type(
+    cp: SqliteCheckpointer, path: Path, ids: object
+) -> None:
+    """Items that are not pause ids used to reach SQL (sqlite3.ProgrammingError), or to be
+    iterated (a string into characters): damage. Written as a schema-1 file held them
+    before the upgrade gave them checksums (``blessed``), so the decoder's check alone acts."""
+    await paused(cp)
+    await blessed(path, "UPDATE gf_threads SET pending_pause_ids = ?", (serde.dumps(ids),))
+    await every_read_is_corrupt(cp, "pending pauses")
+
+
+@pytest.mark.anyio
+@pytest.mark.parametrize(
+    ("column", "value"),
+    [
+        ("channel_versions", {"counter": 2**64}),  # once OverflowError when bound to SQL
+        ("channel_versions", {"counter": -1}),
+        ("channel_versions", {"counter": True}),
+        ("channel_bases", {"msgs": [2**63, 1]}),
+        ("channel_bases", {"msgs": [1, -1]}),
+        ("channel_bases", {"nope": [1, 1]}),  # a base of a channel the checkpoint lacks
+    ],
+    ids=repr,
+)
+async def test_channel_versions_out_of_range(
+    cp: SqliteCheckpointer, path: Path, column: str, value: object
+) -> None:
+    _owner, head = await paused(cp)
+    [(versions,)] = await raw(path, "SELECT channel_versions FROM gf_checkpoints WHERE id = ?",
+                              (head,))  # fmt: skip
+    if column == "channel_versions":
+        value = {**serde.loads(versions), **value}  # type: ignore[dict-item]
+    await blessed(path, f"UPDATE gf_checkpoints SET {column} = ? WHERE id = ?",
+                  (serde.dumps(value), head))  # fmt: skip
+    for read in (lambda: cp.get_checkpoint(T1), lambda: cp.resume_thread(T1, new_owner(), 60)):
+        with pytest.raises(CorruptCheckpointError, match="invalid shape") as err:
+            await read()
+        assert (err.value.thread_id, err.value.checkpoint_id) == (T1, head)
+
+
+@pytest.mark.anyio
+@pytest.mark.parametrize(
+    ("table", "column"),
+    [
+        ("gf_checkpoints", "step"), ("gf_checkpoints", "created_at"),
+        ("gf_threads", "lease_expires_at"), ("gf_threads", "created_at"),
+        ("gf_threads", "updated_at"), ("gf_threads", "status"), ("gf_threads", "pending_count"),
+        ("gf_tasks", "attempts"), ("gf_tasks", "started_at"), ("gf_tasks", "status"),
+        ("gf_pauses", "created_at"), ("gf_pauses", "kind"), ("gf_memos", "created_at"),
+    ],
+)  # fmt: skip
+async def test_text_in_numeric_or_time_columns(
+    cp: SqliteCheckpointer, path: Path, table: str, column: str
+) -> None:
+    """Text where a number, a time or a known status belongs used to surface as a TypeError
+    (comparing a lease expiry, adding to a step) or a wrong record: damage, named."""
+    _owner, head = await paused(cp)
+    await cp.commit(T1, "x", CommitBatch(acquire_ttl=60.0))  # a lease with an expiry
+    await cp.commit(T1, "x", CommitBatch(
+        memos=[MemoRecord(head, TaskId("t"), "k", 1)],
+        tasks=[TaskRecord(head, TaskId("t"), "ask", "paused", 1, 2.0)], release=True,
+    ))  # fmt: skip
+    await blessed(path, f"UPDATE {table} SET {column} = 'soon'")
+    reads = {
+        "gf_checkpoints": lambda: cp.get_checkpoint(T1),
+        "gf_threads": lambda: cp.get_thread(T1),
+        "gf_tasks": lambda: cp.load_tasks(T1, "", head),
+        "gf_pauses": lambda: cp.list_pauses(T1),
+        "gf_memos": lambda: cp.load_memos(T1, "", head),
+    }
+    for read in (reads[table], lambda: cp.resume_thread(T1, new_owner(), 60.0)):
+        with pytest.raises(CorruptCheckpointError, match="invalid shape") as err:
+            await read()
+        assert err.value.thread_id == T1
+
+
+@pytest.mark.anyio
+@pytest.mark.parametrize(
+    "case", ["a list channel holding a string", "erased channel versions",
+             "a flipped byte in an int", "a flipped letter in a value"],
+)  # fmt: skip
+async def test_damage_that_still_decodes_is_detected(
+    cp: SqliteCheckpointer, path: Path, case: str
+) -> None:
+    """Damage that decodes used to become the state: a list channel holding a string was
+    iterated into characters, erased channel versions reset every channel to its default,
+    a flipped byte in a value was returned as is. Checksums catch each."""
+    _owner, head = await paused(cp)
+    ck = await cp.get_checkpoint(T1)
+    assert ck is not None
+    versions, bases = ck.channel_versions, ck.channel_bases
+    load = lambda: cp.load_channels(T1, "", versions, bases)  # noqa: E731
+    [(text,)] = await raw(path, "SELECT value FROM gf_pauses")
+    sql, params, read = {
+        "a list channel holding a string": (
+            "UPDATE gf_channels SET blob = ? WHERE channel = 'msgs' AND kind = 'set'",
+            (serde.dumps("abc"),), load),
+        "erased channel versions": (
+            "UPDATE gf_checkpoints SET channel_versions = ?, channel_bases = NULL WHERE id = ?",
+            (serde.dumps({}), head), lambda: cp.get_checkpoint(T1)),
+        "a flipped byte in an int": (
+            "UPDATE gf_channels SET blob = ? WHERE channel = 'counter' AND version = ?",
+            (serde.dumps(3), versions["counter"]), load),
+        "a flipped letter in a value": (
+            "UPDATE gf_pauses SET value = ?", (text.replace(b"ok?", b"ok!"),),
+            lambda: cp.list_pauses(T1)),
+    }[case]  # fmt: skip
+    await raw(path, sql, params)
+    with pytest.raises(CorruptCheckpointError, match="checksum mismatch") as err:
+        await read()
+    assert err.value.thread_id == T1
+    with pytest.raises(CorruptCheckpointError):
+        await cp.resume_thread(T1, new_owner(), 60.0)
+
+
+@pytest.mark.anyio
+@pytest.mark.parametrize("column", ["graph_name", "head", "lease_owner", "lease_expires_at"])
+async def test_writes_never_bless_a_damaged_thread_row(
+    cp: SqliteCheckpointer, path: Path, column: str
+) -> None:
+    """A write to a thread row recomputes the checksum of what it changes only: the damage
+    of another column stays visible (or the write refuses, naming it), never gets a fresh
+    checksum. A status change, which recomputes the status checksum in SQL, checks it first."""
+    owner, head = await fill(cp, 2)
+    value = {"graph_name": "h", "head": "x" + head[1:], "lease_owner": owner + "!",
+             "lease_expires_at": 1.0}[column]  # fmt: skip
+    await raw(path, f"UPDATE gf_threads SET {column} = ?", (value,))
+    writes = [
+        lambda: cp.renew_lease(T1, owner, 60.0),
+        lambda: cp.commit(T1, owner, CommitBatch()),
+        lambda: cp.commit(T1, owner, c.step_batch(head, {"counter": 9}, step=2)),
+        lambda: cp.commit(T1, owner, CommitBatch(thread=ThreadUpdate("done"))),
+        lambda: cp.release_lease(T1, owner),
+    ]
+    refused = 0
+    for write in writes:
+        try:
+            await write()
+        except CorruptCheckpointError as e:
+            assert "thread row" in str(e) and e.thread_id == T1
+            refused += 1
+        except (LeaseLostError, HeadConflictError):
+            pass  # (a damaged lease or head fences the write off)
+        if column in ("lease_expires_at",):
+            continue  # the renewal rewrote the lease whole: no damage is left to see
+        with pytest.raises(CorruptCheckpointError, match="checksum mismatch"):
+            await cp.get_thread(T1)
+    assert refused >= (column != "lease_expires_at")  # the status change at least
 
 
 @pytest.mark.anyio
@@ -955,6 +1208,7 @@ async def test_a_lease_on_a_wal_that_holds_frames_makes_no_room(path: Path) -> N
     """A lease in a process that finds the WAL holding frames (another connection wrote):
     SQLite appends to the WAL, as before; no zeros."""
     writer = SqliteCheckpointer(path)
+    await writer.setup()  # (made on the event loop: it opens on first use)
     await writer.close()
     await writer.setup()
     await raw(path, "INSERT INTO _graphflow_meta VALUES ('probe', 1)")  # frames, no room

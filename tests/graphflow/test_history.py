@@ -216,11 +216,14 @@ def _delete_a_list_row(db: pathlib.Path) -> None:
         )
 
 
-def _random_bytes(db: pathlib.Path) -> None:
-    db.write_bytes(bytes(range(256)) * (db.stat().st_size // 256 + 1))
+def _damaged_pages(db: pathlib.Path) -> None:
+    """Every page but the first (the header and schema) overwritten: our file, damaged."""
+    data = bytearray(db.read_bytes())
+    data[4096:] = bytes(range(256)) * ((len(data) - 4096) // 256 + 1)
+    db.write_bytes(bytes(data[: db.stat().st_size]))
 
 
-@pytest.mark.parametrize("damage", [_delete_a_list_row, _random_bytes], ids=["row", "file"])
+@pytest.mark.parametrize("damage", [_delete_a_list_row, _damaged_pages], ids=["row", "file"])
 def test_damage_read_by_the_state_api_names_the_thread(tmp_path: pathlib.Path, damage: Any) -> None:
     good = _paused_file(tmp_path)
     db = tmp_path / "damaged.db"

@@ -1,0 +1,136 @@
+"""Stores written by older versions stay readable: ``tests/fixtures/golden``.
+
+``v1_paused.sqlite`` was written by the code of schema 1 (``make_v1.py``), and
+``v1_paused_reads.json`` is what that code read back. Today's code migrates a copy (once,
+however many processes open it at the same time) and must read the same, then finish the
+paused thread.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import shutil
+import sqlite3
+import sys
+from pathlib import Path
+from types import ModuleType
+
+import anyio
+import pytest
+
+from checkpoints import SqliteCheckpointer, migrations
+
+GOLDEN = Path(__file__).parents[1] / "fixtures" / "golden"
+
+
+def make_v1() -> ModuleType:
+    """The fixture's script, as a module (its graphs and its ``reads``)."""
+    spec = importlib.util.spec_from_file_location("golden_make_v1", GOLDEN / "make_v1.py")
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module  # (type hints of its state are looked up there)
+    spec.loader.exec_module(module)
+    return module
+
+
+@pytest.fixture
+def copy(tmp_path: Path) -> Path:
+    path = tmp_path / "v1.sqlite"
+    shutil.copyfile(GOLDEN / "v1_paused.sqlite", path)
+    return path
+
+
+def applied(path: Path) -> list[tuple[str, int]]:
+    conn = sqlite3.connect(path)
+    try:
+        names = conn.execute("SELECT name FROM _graphflow_migrations ORDER BY name").fetchall()
+        [(version,)] = conn.execute(
+            "SELECT value FROM _graphflow_meta WHERE key = 'schema_version'"
+        ).fetchall()
+        return [(name, version) for (name,) in names]
+    finally:
+        conn.close()
+
+
+def test_the_fixture_is_of_schema_1() -> None:
+    assert applied(GOLDEN / "v1_paused.sqlite") == [("0001_initial", 1)]
+
+
+def test_a_schema_1_store_is_migrated_and_reads_the_same(copy: Path) -> None:
+    expected = json.loads((GOLDEN / "v1_paused_reads.json").read_text())
+    script = make_v1()
+    cp = SqliteCheckpointer(copy)
+    got = anyio.run(script.reads, cp)
+    anyio.run(cp.close)
+    assert got == expected
+    n = migrations.SCHEMA_VERSION
+    assert applied(copy) == [(name, n) for name, _ in migrations.MIGRATIONS]
+    # Decisions written before pause_id and extra existed have neither.
+    cp = SqliteCheckpointer(copy)
+    [decision] = anyio.run(cp.list_decisions, script.ThreadId("t1"))
+    assert (decision.pause_id, decision.extra) == (None, {})
+    anyio.run(cp.close)
+
+
+def test_the_migrated_thread_finishes(copy: Path) -> None:
+    """The answer submitted under schema 1 is applied; finished work is not redone."""
+    script = make_v1()
+    cp = SqliteCheckpointer(copy)
+    graph = script.graph(cp)
+    result = graph.invoke(None, thread_id="t1")
+    assert result.status == "done"
+    assert result.state == {"log": [script.BIG, "a", "b"], "count": 1, "note": "c: yes"}
+    anyio.run(cp.close)
+
+
+OPENER = """
+import sys, time, os
+from checkpoints import SqliteCheckpointer
+from checkpoints.models import ThreadId
+import anyio
+path = sys.argv[1]
+print("ready", flush=True)
+while not os.path.exists(path + ".go"):
+    time.sleep(0.001)
+cp = SqliteCheckpointer(path)
+rec = anyio.run(cp.get_thread, ThreadId("t1"))
+anyio.run(cp.close)
+print(rec.status)
+"""
+
+
+@pytest.mark.slow
+def test_concurrent_openers_migrate_once(copy: Path) -> None:
+    """Four processes open the schema-1 file at once: each reads it, one migrated it (a
+    second run of 0002 would fail on the columns it added, and say so)."""
+    import subprocess
+
+    procs = [
+        subprocess.Popen(
+            [sys.executable, "-c", OPENER, str(copy)],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        for _ in range(4)
+    ]
+    try:
+        for p in procs:
+            assert p.stdout is not None and p.stdout.readline().strip() == "ready"
+        Path(f"{copy}.go").touch()
+        outs = [p.communicate(timeout=60) for p in procs]
+    finally:
+        for p in procs:
+            if p.poll() is None:
+                p.kill()
+                p.wait()
+    assert [(p.returncode, out.split()[-1:]) for p, (out, _) in zip(procs, outs, strict=True)] == [
+        (0, ["paused"])
+    ] * 4, [err for _, err in outs]
+    n = migrations.SCHEMA_VERSION
+    assert applied(copy) == [(name, n) for name, _ in migrations.MIGRATIONS]
+    expected = json.loads((GOLDEN / "v1_paused_reads.json").read_text())
+    cp = SqliteCheckpointer(copy)
+    assert anyio.run(make_v1().reads, cp) == expected
+    anyio.run(cp.close)
