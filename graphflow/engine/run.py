@@ -100,9 +100,7 @@ class Run:
         self.answers: dict[str, Any] = {}
         """Answers to pauses of the current frontier's tasks."""
         self.ignored: tuple[DecisionRecord, ...] = ()
-        self.token: anyio.lowlevel.EventLoopToken = (
-            parent.token if parent is not None else anyio.lowlevel.current_token()
-        )
+        self._token: anyio.lowlevel.EventLoopToken | None = None
 
     def task_runner(self) -> TaskRunner:
         """A runner of this namespace's tasks for one step. (Made per step, not kept: it
@@ -152,6 +150,17 @@ class Run:
         """A node's ``ctx.emit``: a ``custom`` event in debug mode."""
         if self.emitter.debug:
             self.emitter.emit("custom", node, step, {"name": name, "data": data})
+
+    @property
+    def token(self) -> anyio.lowlevel.EventLoopToken:
+        """The run's event loop, for calls from worker threads; asked for on the loop's
+        thread (by the task runner, before a step's sync nodes go to threads). Found when
+        first needed: finding it loads anyio's event-loop backend, which a run whose nodes
+        never leave the loop's thread need not load (benchmark W4)."""
+        root = self.root
+        if root._token is None:
+            root._token = anyio.lowlevel.current_token()
+        return root._token
 
     @property
     def root(self) -> Run:

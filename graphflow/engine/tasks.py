@@ -127,6 +127,7 @@ class TaskRunner:
     ) -> None:
         """First attempts of sync nodes in the node pool; a failed attempt that may be
         retried goes on in its own task of the step, so its wait holds up no sibling."""
+        _ = self.port.token  # found here, on the loop's thread, for nodes' ctx.run_sync
         pool = _node_pool()
         by_future = {
             pool.submit(contextvars.copy_context().run, self._thread_attempt, j): j for j in jobs
