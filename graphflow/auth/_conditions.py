@@ -5,8 +5,15 @@ and a literal. The literal is JSON, else a YAML scalar or flow list read with YA
 rules (``yes``, ``on`` and ``NO`` stay strings, ``010`` and dates stay text), else the bare
 text; for ``matches`` the rest of the line is the regular expression unless it is quoted.
 
+A path whose value is a list satisfies a condition when any item does, for every operator
+(so ``principal.roles != intern`` holds for roles ``[intern, staff]``); ``contains`` and
+``==``/``!=`` with a list literal test the whole value instead. A name segment through a
+list of mappings collects that key from every item (each must have it).
+
 Evaluation raises :class:`Unavailable` when a path is missing or a value has the wrong type
-for its operator; the policy turns that into ``defer``, never into ``allow``.
+for its operator (booleans are not numbers; ``True`` does not equal ``1``); the policy turns
+that into ``defer``, never into ``allow``. ``matches`` uses ``re.search``: anchor with ``^``
+and ``$``.
 """
 
 from __future__ import annotations
