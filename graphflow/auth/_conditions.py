@@ -157,19 +157,27 @@ class Condition:
     literal: Any
     whole: bool
     test: Callable[[Any], bool] = field(repr=False, compare=False)
+    get: Callable[[Any], Any] = field(init=False, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "get", _getter(self.path))
 
     def holds(self, request: Mapping[str, Any]) -> bool:
         """Whether the request satisfies it.
 
         Raises:
-            Unavailable: the path is missing or a value has the wrong type.
+            Unavailable: the path is missing or a value has the wrong type (the message
+                names the condition).
         """
-        value = lookup(request, self.path)
+        value = self.get(request)
         if value is MISSING:
-            raise Unavailable(f"path {'.'.join(self.path)!r} is missing")
-        if self.whole or not isinstance(value, list | tuple):
-            return self.test(value)
-        return any(self.test(v) for v in value)
+            raise Unavailable(f"condition {self.source!r}: path {'.'.join(self.path)!r} is missing")
+        try:
+            if self.whole or not isinstance(value, list | tuple):
+                return self.test(value)
+            return any(self.test(v) for v in value)
+        except Unavailable as exc:
+            raise Unavailable(f"condition {self.source!r}: {exc}") from None
 
     def selects(self, request: Mapping[str, Any]) -> bool:
         """Like :meth:`holds`, but a missing path does not match (rule ``match`` keys).
@@ -177,12 +185,37 @@ class Condition:
         Raises:
             Unavailable: a value has the wrong type for the operator.
         """
-        value = lookup(request, self.path)
+        value = self.get(request)
         if value is MISSING:
             return False
         if self.whole or not isinstance(value, list | tuple):
             return self.test(value)
         return any(self.test(v) for v in value)
+
+
+def _getter(path: tuple[str, ...]) -> Callable[[Any], Any]:
+    """:func:`lookup` for one path, unrolled for the usual one or two segments."""
+    if len(path) == 1:
+        (first,) = path
+
+        def get_one(request: Any) -> Any:
+            if type(request) is dict:
+                return request.get(first, MISSING)
+            return _lookup_any(request, path)
+
+        return get_one
+    if len(path) == 2:
+        first, second = path
+
+        def get_two(request: Any) -> Any:
+            if type(request) is dict:
+                value = request.get(first, MISSING)
+                if type(value) is dict:
+                    return value.get(second, MISSING)
+            return _lookup_any(request, path)
+
+        return get_two
+    return lambda request: lookup(request, path)
 
 
 def member_test(values: list[Any]) -> Callable[[Any], bool]:

@@ -24,7 +24,7 @@ from __future__ import annotations
 import hashlib
 import os
 import re
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import KW_ONLY, dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -186,13 +186,7 @@ class Rule:
         Raises:
             Unavailable: a condition's path is missing or has a value of the wrong type.
         """
-        for test in self._tests:
-            try:
-                if not test.holds(request):
-                    return False
-            except Unavailable as exc:
-                raise Unavailable(f"condition {test.source!r}: {exc}") from None
-        return True
+        return all(test.holds(request) for test in self._tests)
 
     def to_dict(self) -> dict[str, Any]:
         """The rule as plain data, every field present (the policy version hashes it)."""
@@ -394,7 +388,11 @@ class Policy:
                 self._by_category.setdefault(name, []).append(i)
         else:
             self._always.append(i)
-        return rule, tuple(selectors.values())
+        return (
+            rule,
+            tuple(s.selects for s in selectors.values()),
+            tuple(t.holds for t in rule._tests),
+        )
 
     def _rules_for(self, tool: str | None, category: str | None) -> tuple[_Plan, ...]:
         key = (tool, category)
@@ -529,10 +527,19 @@ class Policy:
         matched: list[str] = []
         failed: Rule | None = None
         problem = ""
-        for rule, selectors in self._rules_for(req["tool"], req["action_type"]):
+        for rule, selectors, tests in self._rules_for(req["tool"], req["action_type"]):
             try:
-                holds = all(s.selects(req) for s in selectors) and rule.conditions_hold(req)
-            except Exception as exc:
+                holds = True
+                for selects in selectors:
+                    if not selects(req):
+                        holds = False
+                        break
+                if holds:
+                    for test in tests:
+                        if not test(req):
+                            holds = False
+                            break
+            except Exception as exc:  # whatever a rule raises fails closed: it counts as defer
                 if failed is None:
                     failed, problem = rule, f"rule {rule.id!r}: {exc}"
                 continue
@@ -592,7 +599,9 @@ class Policy:
         return f"Policy({len(self.rules)} rules, version={self.version!r})"
 
 
-_Plan = tuple[Rule, tuple[Condition, ...]]
+# A rule as evaluation runs it: the rule, its match tests left after indexing, and its
+# conditions, as bound methods.
+_Plan = tuple[Rule, tuple[Callable[[Any], bool], ...], tuple[Callable[[Any], bool], ...]]
 
 
 def _as_list(value: Any) -> list[Any]:
