@@ -12,6 +12,7 @@ import sys
 from collections.abc import Sequence
 
 from checkpoints.errors import CheckpointError
+from graphflow.auth.cli_check import add_policy_parser, run_policy_check
 from graphflow.errors import GraphflowError
 
 
@@ -33,8 +34,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     demo = sub.add_parser("demo", help="run the approval demo on SQLite")
     demo.add_argument("--db", default=_default_db(), help="SQLite file (default: %(default)s)")
     demo.add_argument("--answer", default="approve", choices=["approve", "deny"])
+    add_policy_parser(sub)
     args = parser.parse_args(argv)
     try:
+        if args.command == "policy":
+            return run_policy_check(args)
         if args.command == "demo":
             from graphflow.demo import main as demo_main
 

@@ -19,6 +19,15 @@ import anyio.to_thread
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, create_model
 
 from graphflow.agents.messages import RAW_ARGUMENTS_KEY
+from graphflow.auth.vocab import (
+    CATEGORIES,
+    DEFAULT_RISK,
+    HIGH_RISKS,
+    RISKS,
+    Category,
+    Risk,
+    check_word,
+)
 from graphflow.errors import GraphflowError, InvalidArgumentError
 
 __all__ = ["Tool", "ToolArgumentError", "tool"]
@@ -51,9 +60,23 @@ class Tool:
         idempotent: running it twice is harmless, so a call whose outcome is unknown after
             a crash may be retried instead of being surfaced to a human.
         high_impact: it fails closed: it does not run if its evidence cannot be recorded.
+            It also means ``risk="high"`` when no risk is given, and cannot be combined
+            with a low or medium risk.
+        risk: ``low``, ``medium``, ``high`` or ``critical``; None (the default) is kept as
+            given and counts as ``high`` (see :attr:`effective_risk`).
+        category: one of the 11 AAEF high-impact action categories (``financial``,
+            ``external_communication``, ...), or None. Policies match it as
+            ``action_type``.
+        untrusted_output: its results may carry untrusted content (mail, web pages): they
+            taint the agent's transcript for the rest of the thread.
+        describe: ``fn(args) -> dict`` of normalized facts about a call (such as
+            ``destination``, ``domain``, ``data_classification``, ``amount``); policies
+            read its top-level keys as request paths and approvers see it.
 
     Raises:
-        InvalidArgumentError: the name is not 1-64 letters, digits, ``_`` or ``-``.
+        InvalidArgumentError: the name is not 1-64 letters, digits, ``_`` or ``-``; a risk
+            or category outside the words above; a flag that is not a bool; a
+            ``describe`` that is not callable.
         TypeError: the signature cannot be described (variadic parameters, or a type hint
             pydantic cannot validate).
     """
@@ -65,6 +88,11 @@ class Tool:
         description: str | None = None,
         idempotent: bool = False,
         high_impact: bool = False,
+        *,
+        risk: Risk | None = None,
+        category: Category | None = None,
+        untrusted_output: bool = False,
+        describe: Callable[[dict[str, Any]], dict[str, Any]] | None = None,
     ):
         self.fn = fn
         self.name = name if name is not None else getattr(fn, "__name__", type(fn).__name__)
@@ -74,8 +102,33 @@ class Tool:
                 "(pass name=...)"
             )
         self.description = description if description is not None else _summary(fn)
+        where = f"tool {self.name!r}"
+        for flag, value in (
+            ("idempotent", idempotent),
+            ("high_impact", high_impact),
+            ("untrusted_output", untrusted_output),
+        ):
+            if type(value) is not bool:
+                raise InvalidArgumentError(f"{where}: {flag} must be True or False, not {value!r}")
+        if risk is not None:
+            check_word(risk, RISKS, "risk", where)
+            if high_impact and risk not in HIGH_RISKS:
+                raise InvalidArgumentError(
+                    f"{where}: high_impact=True means at least high risk, not risk={risk!r}; "
+                    "drop one of them"
+                )
+        if category is not None:
+            check_word(category, CATEGORIES, "category", where)
+        if describe is not None and not callable(describe):
+            raise InvalidArgumentError(
+                f"{where}: describe must be a function of the arguments, not {describe!r}"
+            )
         self.idempotent = idempotent
         self.high_impact = high_impact
+        self.risk: Risk | None = risk
+        self.category: Category | None = category
+        self.untrusted_output = untrusted_output
+        self.describe = describe
         self.is_async = inspect.iscoroutinefunction(fn) or inspect.iscoroutinefunction(
             type(fn).__call__  # an object with an async __call__
         )
@@ -92,6 +145,29 @@ class Tool:
 
     def __repr__(self) -> str:
         return f"Tool({self.name!r})"
+
+    @property
+    def effective_risk(self) -> Risk:
+        """The risk policies use: ``risk`` when given, else ``high``."""
+        return self.risk if self.risk is not None else DEFAULT_RISK
+
+    def describe_action(self, args: Mapping[str, Any]) -> dict[str, Any]:
+        """The facts ``describe`` gives for a call with ``args`` (``{}`` without one).
+
+        Raises:
+            TypeError: ``describe`` returned something other than a mapping with string
+                keys (names the tool).
+            Exception: whatever ``describe`` raises, unchanged.
+        """
+        if self.describe is None:
+            return {}
+        facts = self.describe(dict(args))
+        if not isinstance(facts, Mapping) or not all(isinstance(k, str) for k in facts):
+            raise TypeError(
+                f"describe of tool {self.name!r} must return a dict with string keys, not "
+                f"{type(facts).__name__}"
+            )
+        return dict(facts)
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
         """Call the underlying function directly, without validation (handy in tests)."""
@@ -162,6 +238,10 @@ def tool(
     description: str | None = None,
     idempotent: bool = False,
     high_impact: bool = False,
+    risk: Risk | None = None,
+    category: Category | None = None,
+    untrusted_output: bool = False,
+    describe: Callable[[dict[str, Any]], dict[str, Any]] | None = None,
 ) -> Callable[[Callable[..., Any]], Tool]: ...
 def tool(
     fn: Callable[..., Any] | None = None,
@@ -171,6 +251,10 @@ def tool(
     description: str | None = None,
     idempotent: bool = False,
     high_impact: bool = False,
+    risk: Risk | None = None,
+    category: Category | None = None,
+    untrusted_output: bool = False,
+    describe: Callable[[dict[str, Any]], dict[str, Any]] | None = None,
 ) -> Tool | Callable[[Callable[..., Any]], Tool]:
     """Make a :class:`Tool` of a function; usable as ``@tool`` or ``@tool(name=...)``.
 
@@ -180,14 +264,29 @@ def tool(
         description: defaults to the first paragraph of the docstring.
         idempotent: see :class:`Tool`.
         high_impact: see :class:`Tool`.
+        risk: see :class:`Tool`.
+        category: see :class:`Tool`.
+        untrusted_output: see :class:`Tool`.
+        describe: see :class:`Tool`.
 
     Returns:
         The tool, or a decorator making one when ``fn`` is omitted.
+
+    Raises:
+        InvalidArgumentError: as :class:`Tool`, when decorating.
     """
 
     def make(f: Callable[..., Any]) -> Tool:
         return Tool(
-            f, name=name, description=description, idempotent=idempotent, high_impact=high_impact
+            f,
+            name=name,
+            description=description,
+            idempotent=idempotent,
+            high_impact=high_impact,
+            risk=risk,
+            category=category,
+            untrusted_output=untrusted_output,
+            describe=describe,
         )
 
     return make(fn) if fn is not None else make

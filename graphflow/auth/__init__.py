@@ -1,6 +1,34 @@
-"""Authorization of tool calls: decisions bound to call ids and argument fingerprints."""
+"""Authorization of tool calls: a tool call is a proposal, never an authority.
 
+The pieces of the pipeline, each pure and testable alone: :class:`Principal` (who a run
+acts for), :class:`AccessControl` and :class:`Role` (RBAC), :class:`Policy` and
+:class:`Rule` (decisions over an action request), :func:`action_digest` (what an approval
+is bound to), :class:`ToolCallContext` (what callbacks see), and :class:`StageRecord`
+(what each stage records). Decisions are bound to call ids and argument fingerprints.
+"""
+
+from graphflow.auth.context import ToolCallContext
+from graphflow.auth.digest import action_digest
+from graphflow.auth.policy import Policy, PolicyResult, Rule
+from graphflow.auth.principal import Principal
+from graphflow.auth.rbac import AccessControl, AccessResult, Role
+from graphflow.auth.records import StageRecord
 from graphflow.decisions import Decision, normalize_fingerprint, tool_call_fingerprint
 from graphflow.engine.answers import match_decisions
 
-__all__ = ["Decision", "match_decisions", "normalize_fingerprint", "tool_call_fingerprint"]
+__all__ = [
+    "AccessControl",
+    "AccessResult",
+    "Decision",
+    "Policy",
+    "PolicyResult",
+    "Principal",
+    "Role",
+    "Rule",
+    "StageRecord",
+    "ToolCallContext",
+    "action_digest",
+    "match_decisions",
+    "normalize_fingerprint",
+    "tool_call_fingerprint",
+]
