@@ -27,7 +27,7 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from graphflow.auth._conditions import load_yaml
+from graphflow.auth._literals import load_yaml
 from graphflow.auth._request import Describe, build_request, normalize_request
 from graphflow.auth.digest import canonical_json
 from graphflow.auth.principal import Principal

@@ -16,11 +16,11 @@ from typing import Any
 from graphflow.auth._conditions import (
     Condition,
     Unavailable,
-    is_scalar,
     make_condition,
     parse_condition,
     parse_path,
 )
+from graphflow.auth._literals import is_scalar
 from graphflow.auth._request import normalize_request
 from graphflow.auth.digest import canonical_json
 from graphflow.auth.vocab import (
