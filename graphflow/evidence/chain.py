@@ -415,10 +415,11 @@ def rows_from_events(events: Iterable[dict[str, Any]]) -> list[StoredRow]:
             body = canonical_bytes(event) if isinstance(event, dict) else b""
         except (rfc8785.CanonicalizationError, TypeError, ValueError):
             body = b""
+        prev = graphflow.get("prev_hash")
         rows.append(
             StoredRow(
                 n,
-                graphflow.get("prev_hash"),
+                prev if isinstance(prev, str) else None,  # (what JSON holds may be unhashable)
                 digest,
                 body,
                 graphflow.get("thread_id"),

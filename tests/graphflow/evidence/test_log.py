@@ -262,6 +262,14 @@ def test_export_jsonl_writes_every_event_and_verifies_on_its_own(tmp_path: pathl
     del lines[2]
     out.write_text("\n".join(lines) + "\n", encoding="utf-8")
     assert [(p.seq, p.kind) for p in verify_jsonl(out).problems] == [(3, "deleted")]
+    lines[0] = "not json"
+    lines[1] = lines[1].replace('"prev_hash":"', '"prev_hash":["x"],"was":"')
+    out.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    assert [(p.seq, p.kind) for p in verify_jsonl(out).problems] == [
+        (1, "modified"),
+        (2, "modified"),
+        (3, "deleted"),
+    ]
     with pytest.raises(EvidenceError, match="no-such-dir") as e:
         log.export_jsonl(tmp_path / "no-such-dir" / "x.jsonl")
     assert e.value.path == str(tmp_path / "no-such-dir" / "x.jsonl")
