@@ -1,0 +1,198 @@
+"""Redaction and normalization: no secret in clear, everything else as given."""
+
+from __future__ import annotations
+
+import hashlib
+import math
+import os
+import pathlib
+import subprocess
+import sys
+from collections import OrderedDict
+from enum import Enum
+from typing import Any
+
+import pytest
+
+from graphflow.errors import InvalidArgumentError
+from graphflow.evidence import digest
+from graphflow.evidence.redact import Redactor
+
+ROOT = pathlib.Path(__file__).resolve().parents[3]
+PEM = (
+    "-----BEGIN RSA PRIVATE KEY-----\n"
+    "MIIEowIBAAKCAQEA1c7+9z5Pad7OejecsQ0bu3aozN3tihPmljnnudb9G3HECdnH\n"
+    "-----END RSA PRIVATE KEY-----"
+)
+
+
+def sha(text: str) -> str:
+    return "sha256:" + hashlib.sha256(text.encode()).hexdigest()
+
+
+def prepare(value: Any, keys: tuple[str, ...] | None = None) -> Any:
+    redactor = Redactor() if keys is None else Redactor(keys)
+    return redactor.prepare(value, keyed=True, where="the arguments")
+
+
+@pytest.mark.parametrize(
+    "key",
+    ["password", "PASSWORD", "db_password", "token", "access_token", "refresh-token",
+     "secret", "client_secret", "api_key", "apiKey", "X-API-KEY", "apikey", "authorization",
+     "Proxy-Authorization"],
+)  # fmt: skip
+def test_secret_keys_keep_the_key_and_store_a_digest(key: str) -> None:
+    assert prepare({key: "hunter2"}) == {key: sha("hunter2")}
+
+
+def test_secret_keys_are_redacted_at_any_depth_whatever_the_value() -> None:
+    args = {
+        "config": {"nested": [{"password": "p1"}, {"token": {"a": [1, 2]}}]},
+        "headers": {"Authorization": 12345},
+        "note": "refund the customer",
+        "amount": 12.5,
+        "count": 3,
+        "ok": True,
+        "nothing": None,
+    }
+    assert prepare(args) == {
+        "config": {"nested": [{"password": sha("p1")}, {"token": digest({"a": [1, 2]})}]},
+        "headers": {"Authorization": digest(12345)},
+        "note": "refund the customer",
+        "amount": 12.5,
+        "count": 3,
+        "ok": True,
+        "nothing": None,
+    }
+    assert digest({"a": [1, 2]}) == "sha256:" + hashlib.sha256(b'{"a":[1,2]}').hexdigest()
+
+
+@pytest.mark.parametrize(
+    ("text", "kept", "gone"),
+    [
+        ("send it with Bearer eyJhbGciOi.J9x-y_z please", "Bearer ", "eyJhbGciOi.J9x-y_z"),
+        ("bearer abc123", "bearer ", "abc123"),
+        ("curl -H 'Authorization: Bearer eyJhbGciOi.J9x'", "curl -H 'Authorization: ", "eyJhb"),
+        ("use key sk-proj-4f9a8b7c6d5e4f3a2b1c0d9e8f7a6b5c now", " now", "4f9a8b7c6d5e"),
+        ("sk_live_4eC39HqLyjWDarjtT1zdp7dc", "", "4eC39HqLyjWD"),
+        ("ghp_0123456789abcdefghijABCDEFGHIJ012345 in a commit", " in a commit", "abcdefghij"),
+        ("AKIAIOSFODNN7EXAMPLE", "", "IOSFODNN7"),
+        ("xoxb-1234567890-abcdefghij", "", "1234567890"),
+        ("GET /v1/items?access_token=abc.def&page=2", "&page=2", "abc.def"),
+        ("db --password=hunter2 --user=bob", "--user=bob", "hunter2"),
+        ('{"client_secret": "s3cr\\"et", "id": 7}', '"id": 7', "s3cr"),
+        ("Authorization: Basic dXNlcjpwYXNz", "Authorization: ", "dXNlcjpwYXNz"),
+    ],
+)
+def test_secret_looking_text_is_redacted_inside_longer_strings(
+    text: str, kept: str, gone: str
+) -> None:
+    out = Redactor().text(text)
+    assert kept in out and gone not in out and "sha256:" in out
+
+
+def test_a_secret_in_text_becomes_its_digest() -> None:
+    assert Redactor().text("a Bearer tok.en b") == f"a Bearer {sha('tok.en')} b"
+    assert Redactor().text("x=1&token=abc") == f"x=1&token={sha('abc')}"
+    assert Redactor().text("k sk-abcdefghijklmnopqrst") == f"k {sha('sk-abcdefghijklmnopqrst')}"
+
+
+def test_pem_private_keys_are_redacted_whole_or_cut_off() -> None:
+    text = f"key:\n{PEM}\nend"
+    assert Redactor().text(text) == f"key:\n{sha(PEM)}\nend"
+    cut = PEM[:60]
+    assert Redactor().text("x " + cut) == "x " + sha(cut)
+    pgp = "-----BEGIN PGP PRIVATE KEY BLOCK-----\nabc\n-----END PGP PRIVATE KEY BLOCK-----"
+    assert Redactor().text(pgp) == sha(pgp)
+
+
+def test_secret_text_is_redacted_in_any_value_and_key_even_without_keyed() -> None:
+    value = {"note": ["sk-abcdefghijklmnopqrstuvwx"], "sk-abcdefghijklmnopqrstuvwx": 1}
+    out = Redactor().prepare(value, keyed=False, where="x")
+    assert "sk-abcdefghijklmnopqrstuvwx" not in repr(out)
+    assert Redactor().prepare({"password": "p"}, keyed=False, where="x") == {"password": "p"}
+
+
+def test_ordinary_text_is_kept() -> None:
+    for text in ("please refund order A-1234", "the task-runner", "max=5", "bearer", "ask-me"):
+        assert Redactor().text(text) == text
+
+
+def test_custom_redact_keys() -> None:
+    assert prepare({"ssn": "123", "password": "p"}, ("ssn",)) == {
+        "ssn": sha("123"),
+        "password": "p",
+    }
+    assert prepare({"password": "p"}, ()) == {"password": "p"}
+    with pytest.raises(InvalidArgumentError, match="not the string 'password'"):
+        Redactor("password")  # type: ignore[arg-type]
+    with pytest.raises(InvalidArgumentError, match="redact_keys: '--' is not a key name"):
+        Redactor(("--",))
+
+
+def test_redaction_stays_linear_on_adversarial_text() -> None:
+    """Text comes from the model: a pattern that backtracks quadratically would hang an
+    append for minutes on half a megabyte (it did). Linear, this takes a fraction of a
+    second; the timeout only guards against a hang."""
+    code = (
+        "from graphflow.evidence.redact import Redactor\n"
+        "r = Redactor()\n"
+        "texts = ('token' * 100_000, 'token=' * 100_000, '\"token\":' * 100_000, 'A' * 500_000)\n"
+        "for text in texts:\n"
+        "    r.text(text)\n"
+    )
+    env = {
+        **os.environ,
+        "PYTHONPATH": os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")]),
+    }
+    subprocess.run([sys.executable, "-c", code], check=True, env=env, timeout=30)
+
+
+class Color(Enum):
+    RED = "red"
+
+
+def test_values_become_json() -> None:
+    out = prepare(
+        {
+            "big": 2**53,
+            "small": -(2**53),
+            "safe": 2**53 - 1,
+            "nan": math.nan,
+            "inf": math.inf,
+            "ninf": -math.inf,
+            "raw": b"\x00\x01",
+            "tuple": (1, "a"),
+            "ordered": OrderedDict(b=1),
+            "surrogate": "\ud800x",
+            "flag": False,
+        }
+    )
+    assert out == {
+        "big": str(2**53),
+        "small": str(-(2**53)),
+        "safe": 2**53 - 1,
+        "nan": "NaN",
+        "inf": "Infinity",
+        "ninf": "-Infinity",
+        "raw": "sha256:" + hashlib.sha256(b"\x00\x01").hexdigest(),
+        "tuple": [1, "a"],
+        "ordered": {"b": 1},
+        "surrogate": "sha256:"
+        + hashlib.sha256("\ud800x".encode("utf-8", "surrogatepass")).hexdigest(),
+        "flag": False,
+    }
+
+
+@pytest.mark.parametrize(
+    ("value", "match"),
+    [
+        ({"a": [1, {"b": object()}]}, r"the arguments\['a'\]\[1\]\['b'\]: a builtins.object"),
+        ({1: "x"}, r"the arguments: key 1 is a int, not a str"),
+        ({"s": {1, 2}}, r"the arguments\['s'\]: a builtins.set"),
+        ({"e": Color.RED}, r"the arguments\['e'\]: a .*Color is not JSON-like"),
+    ],
+)
+def test_values_that_are_not_json_like_are_refused_naming_where(value: Any, match: str) -> None:
+    with pytest.raises(InvalidArgumentError, match=match):
+        prepare(value)
