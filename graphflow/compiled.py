@@ -246,6 +246,18 @@ class CompiledGraph:
         store = await self._ready(thread_id)
         await threads.cancel(self.spec, store, thread_id, reason=reason, by=by)
 
+    async def afreeze(self, thread_id: str, *, by: str | None = None, reason: str) -> None:
+        """Freeze a thread (incident response): no run starts and no decision applies until
+        ``unfreeze``; a run raises ``ThreadFrozenError``. Recorded with ``by`` and
+        ``reason``."""
+        store = await self._ready(thread_id)
+        await threads.freeze(self.spec, store, thread_id, by=by, reason=reason)
+
+    async def aunfreeze(self, thread_id: str, *, by: str | None = None, reason: str) -> None:
+        """Unfreeze a frozen thread: it is as it was before it froze."""
+        store = await self._ready(thread_id)
+        await threads.unfreeze(self.spec, store, thread_id, by=by, reason=reason)
+
     # -- state and history ----------------------------------------------------------------------
     async def aget_state(
         self, thread_id: str, *, checkpoint_id: str | None = None, subgraphs: bool = False
@@ -294,6 +306,8 @@ class CompiledGraph:
     submit = _sync.sync_method(asubmit, "submit")
     list_decisions = _sync.sync_method(alist_decisions, "list_decisions")
     cancel = _sync.sync_method(acancel, "cancel")
+    freeze = _sync.sync_method(afreeze, "freeze")
+    unfreeze = _sync.sync_method(aunfreeze, "unfreeze")
     get_state = _sync.sync_method(aget_state, "get_state")
     get_state_history = _sync.sync_method(aget_state_history, "get_state_history")
     update_state = _sync.sync_method(aupdate_state, "update_state")

@@ -32,29 +32,53 @@ class Decision:
     """A human's answer to one proposed tool call.
 
     Build it with ``Decision.approve(...)`` or ``Decision.deny(...)``; the strings
-    ``"approve"`` and ``"deny"`` are accepted wherever a decision is.
+    ``"approve"`` and ``"deny"`` are accepted wherever a decision is. ``by`` is the
+    approver's id; given a ``graphflow.auth.Principal``, its roles are kept too
+    (``roles``), for calls whose approval needs a role. An approval may expire
+    (``expires_at``, an aware datetime): after it, the call does not run and waits for a
+    new decision.
     """
 
     verdict: Verdict
     fingerprint: str | None = None
     by: str | None = None
     reason: str | None = None
+    expires_at: datetime | None = None
+    roles: tuple[str, ...] = ()
 
     def __post_init__(self) -> None:
         if self.verdict not in ("approve", "deny"):
             raise InvalidArgumentError(
                 f"a decision's verdict must be 'approve' or 'deny', not {self.verdict!r}"
             )
+        if self.by is not None and not isinstance(self.by, str):
+            who = self.by
+            object.__setattr__(self, "by", str(getattr(who, "id", who)))
+            roles = getattr(who, "roles", None)
+            if roles and not self.roles:
+                object.__setattr__(self, "roles", tuple(str(r) for r in roles))
+        if self.expires_at is not None and (
+            not isinstance(self.expires_at, datetime) or self.expires_at.tzinfo is None
+        ):
+            raise InvalidArgumentError(
+                f"expires_at must be an aware datetime (with a time zone), not {self.expires_at!r}"
+            )
 
     @classmethod
     def approve(
-        cls, *, fingerprint: str | None = None, by: str | None = None, reason: str | None = None
+        cls,
+        *,
+        fingerprint: str | None = None,
+        by: Any = None,
+        reason: str | None = None,
+        expires_at: datetime | None = None,
     ) -> Decision:
-        """Approve the call; with ``fingerprint``, only if its arguments are the ones reviewed."""
-        return cls("approve", fingerprint, by, reason)
+        """Approve the call; with ``fingerprint``, only if its arguments are the ones reviewed;
+        with ``expires_at``, only until then. ``by``: an id or a ``Principal``."""
+        return cls("approve", fingerprint, by, reason, expires_at)
 
     @classmethod
-    def deny(cls, *, reason: str | None = None, by: str | None = None) -> Decision:
+    def deny(cls, *, reason: str | None = None, by: Any = None) -> Decision:
         """Deny the call: it does not run and the model is told why."""
         return cls("deny", None, by, reason)
 
@@ -67,7 +91,12 @@ class Decision:
             return cls(value)
         if isinstance(value, Mapping) and value.get("verdict") in ("approve", "deny"):
             return cls(
-                value["verdict"], value.get("fingerprint"), value.get("by"), value.get("reason")
+                value["verdict"],
+                value.get("fingerprint"),
+                value.get("by"),
+                value.get("reason"),
+                value.get("expires_at"),
+                tuple(value.get("roles") or ()),
             )
         raise InvalidArgumentError(
             f"a decision must be Decision.approve(...), Decision.deny(...), 'approve' or "
@@ -81,6 +110,8 @@ class Decision:
             "fingerprint": self.fingerprint,
             "by": self.by,
             "reason": self.reason,
+            "expires_at": self.expires_at,
+            "roles": list(self.roles),
         }
 
 

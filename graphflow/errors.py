@@ -11,6 +11,7 @@ The tree (storage errors come from ``checkpoints`` and keep their own root)::
     ├── ThreadPausedError          new input for a thread that waits for answers
     ├── ThreadCancelledError       the thread was cancelled
     ├── ThreadFinishedError        cancel() of a thread that is done
+    ├── ThreadFrozenError          the thread is frozen until it is unfrozen
     ├── ThreadBusyError            another runner holds the thread
     ├── NothingToResumeError       resume/decisions for a thread with no pending pause
     ├── UnknownPauseError          resume names a pause id that is not pending
@@ -139,6 +140,20 @@ class AmbiguousResumeError(GraphflowError):
         )
         self.thread_id = thread_id
         self.pause_ids = tuple(pause_ids)
+
+
+class ThreadFrozenError(GraphflowError):
+    """The thread is frozen (by an operator, or a policy's ``freeze``): nothing runs and no
+    decision applies until ``graph.unfreeze(thread_id, by=..., reason=...)``."""
+
+    def __init__(self, thread_id: str, reason: str | None = None):
+        why = f" ({reason})" if reason else ""
+        super().__init__(
+            f"thread {thread_id!r} is frozen{why}: nothing runs and no decision applies until "
+            "graph.unfreeze(thread_id, by=..., reason=...)"
+        )
+        self.thread_id = thread_id
+        self.reason = reason
 
 
 class ThreadFinishedError(GraphflowError):

@@ -82,6 +82,11 @@ class Message(BaseModel):
     tool_calls: list[ToolCall] = []
     tool_call_id: str | None = None
     name: str | None = None
+    untrusted: bool = False
+    """The content came from outside the principal's control (an email, a web page, an
+    ``untrusted_output`` tool's result): from it on, the transcript is tainted."""
+    source: str | None = None
+    """Where untrusted content came from (``"tool:read_inbox"``, ``"email"`` ...)."""
 
 
 class ModelResponse(BaseModel):

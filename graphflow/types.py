@@ -85,13 +85,45 @@ class Pause:
 
 @dataclass(frozen=True, slots=True)
 class ToolConfirmationRequest:
-    """A proposed tool call that waits for a decision keyed by ``function_call_id``."""
+    """A proposed tool call that waits for a decision keyed by ``function_call_id``: what
+    an approver sees (the CLI's ``pauses``, the web inbox).
+
+    Attributes:
+        tool_name, function_call_id, args, fingerprint, agent: the call as proposed.
+        principal: the id of the principal the run acts for, or None.
+        action_digest: the digest an approval is bound to (tool, arguments, principal,
+            thread and policy version; ``graphflow.auth.action_digest``).
+        risk, category: the tool's risk and AAEF high-impact category.
+        policy_decision: why the call waits: ``requires_human_approval``, ``escalate``,
+            ``defer`` or ``reauthorization_required`` (``None`` for ``require_confirmation``
+            without a policy).
+        policy_rule, reason, required_role: the deciding rule, its reason, and the role an
+            escalated call's approver must hold.
+        tainted, taint_sources: whether untrusted content reached the transcript, and from
+            where.
+        expires_at: when an approval of this call stops being valid, if it does.
+        policy_version: the version of the policy that decided.
+        describe: the tool's description of the action (``@tool(describe=...)``).
+    """
 
     tool_name: str
     function_call_id: str
     args: dict[str, Any]
     fingerprint: str
     agent: str
+    principal: str | None = None
+    action_digest: str | None = None
+    risk: str | None = None
+    category: str | None = None
+    policy_decision: str | None = None
+    policy_rule: str | None = None
+    reason: str | None = None
+    required_role: str | None = None
+    tainted: bool = False
+    taint_sources: tuple[str, ...] = ()
+    expires_at: datetime | None = None
+    policy_version: str | None = None
+    describe: dict[str, Any] | None = None
 
 
 @dataclass(frozen=True, slots=True)

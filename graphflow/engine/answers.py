@@ -134,15 +134,25 @@ def match_decisions(
 def effective(records: Sequence[DecisionRecord]) -> list[DecisionRecord]:
     """Decision records as they took effect: of several applied decisions on one pause, the
     latest wins (answers are latest-wins) and the earlier ones are returned with
-    ``applied=False`` and a note naming the decision that superseded them."""
-    latest: dict[str, DecisionRecord] = {}
-    for r in records:
+    ``applied=False`` and a note naming the decision that superseded them. A decision that
+    the call refused when it ran (a refusal record, ``extra["refused"]``: the approver
+    lacked the role, the approval expired) is returned with ``applied=False`` and the
+    refusal's note."""
+    latest: dict[str, int] = {}
+    refused: dict[int, DecisionRecord] = {}
+    for i, r in enumerate(records):
+        key = r.pause_id or r.call_id
         if r.applied:
-            latest[r.pause_id or r.call_id] = r
+            latest[key] = i
+        elif (r.extra or {}).get("refused") and key in latest:
+            refused.setdefault(latest[key], r)
+    winners = {i for i in latest.values() if i not in refused}
     out = []
-    for r in records:
-        winner = latest.get(r.pause_id or r.call_id) if r.applied else None
-        if winner is not None and winner is not r:
+    for i, r in enumerate(records):
+        if r.applied and i in refused:
+            r = replace(r, applied=False, note=refused[i].note)
+        elif r.applied and i not in winners:
+            winner = records[latest[r.pause_id or r.call_id]]
             note = f"superseded by the {winner.verdict} of {winner.by or 'an anonymous caller'}"
             r = replace(r, applied=False, note=note)
         out.append(r)
@@ -304,7 +314,9 @@ def _match(
         )
         if applied and target is not None:
             answered[target.id] = key
-            fingerprint = _request(target).get("fingerprint") if d.fingerprint else None
-            value = Decision(d.verdict, fingerprint, actor, why).as_answer()
+            # Bound to the call it answered, given or not: a call re-planned with other
+            # arguments under the same key finds an answer for another call (refused).
+            fingerprint = _request(target).get("fingerprint")
+            value = Decision(d.verdict, fingerprint, actor, why, d.expires_at, d.roles).as_answer()
             answers.append(AnswerRecord(target.id, tid, value, actor, why))
     return answers, records

@@ -90,6 +90,15 @@ class PauseSignal(BaseException):
         """Pause records a subgraph run already stored (it pauses its parent's task)."""
 
 
+class FreezeSignal(BaseException):
+    """Raised inside a node to freeze its thread (``ctx.freeze``): the run stops, the thread
+    is ``frozen`` until it is unfrozen, and the node runs again after that."""
+
+    def __init__(self, reason: str):
+        super().__init__(reason)
+        self.reason = reason
+
+
 class EngineFault(BaseException):
     """A failure of the engine's own storage while a node ran (a memo or dispatch commit).
 
@@ -113,6 +122,7 @@ async def _storage() -> AsyncIterator[None]:
 __all__ = [
     "DispatchOutcome",
     "EngineFault",
+    "FreezeSignal",
     "NodeContext",
     "PauseRequest",
     "PauseSignal",
@@ -172,6 +182,12 @@ class NodeContext:
             return True, self._answers[pid]
         return False, None
 
+    def answers_under(self, prefix: str) -> dict[str, Any]:
+        """The answers of this task's pauses whose key starts with ``prefix``, by key."""
+        start = make_pause_id(self.task_id, prefix)
+        cut = len(make_pause_id(self.task_id, ""))
+        return {pid[cut:]: a for pid, a in self._answers.items() if pid.startswith(start)}
+
     def pause_id(self, key: str) -> str:
         """The stable id of this task's pause with ``key``."""
         return make_pause_id(self.task_id, key)
@@ -210,6 +226,11 @@ class NodeContext:
             await self._run.save_memo(self.task_id, key, result)
         self._memos[key] = result
         return result
+
+    def freeze(self, reason: str) -> NoReturn:
+        """Freeze the thread: the run stops here and nothing runs until an operator unfreezes
+        it (``graph.unfreeze``); this node then runs again."""
+        raise FreezeSignal(reason)
 
     def pause(self, *requests: PauseRequest) -> NoReturn:
         """Stop the node at one or more pauses (custom kinds such as tool confirmation)."""

@@ -20,7 +20,7 @@ from checkpoints.errors import CorruptCheckpointError, LeaseHeldError
 from checkpoints.lease import new_owner
 from checkpoints.models import CheckpointId, CheckpointRecord, ResumePoint, ThreadId
 from graphflow.decisions import Decision
-from graphflow.engine import lease, start
+from graphflow.engine import lease, plan, start
 from graphflow.engine.committer import Committer
 from graphflow.engine.context import EngineFault
 from graphflow.engine.events import Emitter
@@ -30,6 +30,7 @@ from graphflow.errors import (
     InvalidArgumentError,
     ThreadBusyError,
     ThreadCancelledError,
+    ThreadFrozenError,
     ThreadNotFoundError,
     ThreadPausedError,
 )
@@ -147,6 +148,10 @@ async def _run(
             await run.load_values(head)
     elif input is None:
         raise ThreadNotFoundError(run.thread_id)
+    if thread is not None and thread.status == "frozen":
+        raise ThreadFrozenError(run.thread_id)
+    if run.principal is None and input is None:  # the thread's own (bound at its input)
+        run.principal = run.hidden.get(plan.PRINCIPAL_KEY)
     forking = checkpoint_id is not None and thread is not None and checkpoint_id != thread.head
     if input is not None:
         paused = thread is not None and thread.status == "paused" and thread.pending_pause_ids

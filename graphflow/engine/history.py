@@ -21,8 +21,10 @@ from checkpoints.models import (
     AnswerRecord,
     CheckpointId,
     CheckpointRecord,
+    MemoRecord,
     PauseId,
     PauseRecord,
+    TaskRecord,
     ThreadId,
     ThreadRecord,
     to_datetime,
@@ -50,6 +52,26 @@ def naming(thread_id: str, checkpoint_id: str | None = None) -> Iterator[None]:
         raise CorruptCheckpointError(
             msg, thread_id=thread_id, checkpoint_id=e.checkpoint_id or checkpoint_id
         ) from e
+
+
+async def carried_step(
+    store: Checkpointer, src: CheckpointRecord, ck_id: CheckpointId
+) -> tuple[list[TaskRecord], list[MemoRecord]]:
+    """The committed records and memoized steps of ``src``'s pending step, moved to the
+    checkpoint ``ck_id`` that keeps that step as it is (``update_state`` at the head,
+    ``freeze``): its tasks' answers, pauses and memos (an agent's model answers) carry over."""
+    tid, ns = src.thread_id, src.ns
+    with naming(tid, src.id):
+        tasks = [
+            dataclasses.replace(rec, checkpoint_id=ck_id)
+            for rec in (await store.load_tasks(tid, ns, src.id)).values()
+        ]
+        memos = [
+            MemoRecord(ck_id, task_id, k, v)
+            for task_id, memo in (await store.load_memos(tid, ns, src.id)).items()
+            for k, v in memo.items()
+        ]
+    return tasks, memos
 
 
 @dataclass(slots=True)

@@ -10,8 +10,9 @@ from checkpoints.models import CheckpointRecord, PauseRecord, TaskId, TaskRecord
 from graphflow.engine.pauses import PauseRequest
 from graphflow.state import StateSchema
 
-OutcomeStatus = Literal["completed", "paused", "failed"]
-"""How a task ended: its writes are ready, it stopped at pauses, or it raised."""
+OutcomeStatus = Literal["completed", "paused", "failed", "frozen"]
+"""How a task ended: its writes are ready, it stopped at pauses, it raised, or it froze the
+thread (``ctx.freeze``)."""
 
 
 class Writes(list[tuple[str, Any]]):
@@ -30,6 +31,8 @@ class Outcome:
     nested: list[PauseRecord] = field(default_factory=list)
     """Pause records a subgraph task's run already stored."""
     error: BaseException | None = None
+    reason: str | None = None
+    """Why a frozen task froze its thread."""
     attempts: int = 1
     started_at: float = 0.0
     ended_at: float = 0.0
@@ -40,7 +43,7 @@ class Outcome:
             checkpoint_id,  # type: ignore[arg-type]
             self.spec.id,
             self.spec.node,
-            self.status,
+            "pending" if self.status == "frozen" else self.status,  # (it runs after unfreeze)
             attempts=self.attempts,
             started_at=self.started_at,
             ended_at=self.ended_at,

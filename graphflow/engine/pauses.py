@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -14,6 +15,8 @@ UNSET: Any = type("Unset", (), {"__repr__": lambda self: "UNSET"})()
 """Marks an argument that was not given (``None`` is a valid resume value)."""
 
 GATE_KINDS = ("before", "after")
+
+_REQUEST_FIELDS = frozenset(f.name for f in dataclasses.fields(ToolConfirmationRequest))
 
 
 @dataclass(frozen=True, slots=True)
@@ -30,7 +33,12 @@ def pause_from_record(rec: PauseRecord) -> Pause:
     created = to_datetime(rec.created_at)
     if rec.kind == "tool_confirmation" and isinstance(rec.value, Mapping):
         req = rec.value.get("request")
-        request = ToolConfirmationRequest(**req) if isinstance(req, Mapping) else None
+        request = None
+        if isinstance(req, Mapping):
+            known = {k: v for k, v in req.items() if k in _REQUEST_FIELDS}
+            if "taint_sources" in known:
+                known["taint_sources"] = tuple(known["taint_sources"] or ())
+            request = ToolConfirmationRequest(**known)
         return ToolConfirmationPause(
             rec.id,
             rec.kind,

@@ -27,6 +27,9 @@ HIDDEN_PREFIX = state.HIDDEN_PREFIX
 JOIN_PREFIX = "__gf:join:"
 """Reserved channels holding a join's sources seen so far."""
 
+PRINCIPAL_KEY = "__gf:principal"
+"""The principal a thread's run was started for (bound to the thread across resumes)."""
+
 OUT_KEY = "__gf:out"
 """A subgraph run's writes to its parent's keys, accumulated over its steps."""
 

@@ -67,6 +67,10 @@ async def start_input(
             applied.versions.pop(k, None)
         run.hidden = {}
     run.values = user_values(applied)
+    if run.principal is not None and run.parent is None:  # bound to the thread (see execute)
+        run.hidden[plan.PRINCIPAL_KEY] = run.principal
+        writes.append(set_write(plan.PRINCIPAL_KEY, version, run.principal))
+        applied.versions[plan.PRINCIPAL_KEY] = version
     ck_id = new_checkpoint_id()
     frontier = plan.make_frontier(ck_id, run.ns, await run.route(START))
     ck = CheckpointRecord(
@@ -169,6 +173,16 @@ async def take_answers(
     # nothing of the resumed step is durable, and a crash loses the call, not the thread.
     run.committer.hold_answers(found.answers)
     answered = await run.load_answers(stored)
-    if not any(p in answered for p in pending_ids):
+    if not any(p in answered or _deferred(pending[p]) for p in pending_ids):
         return run.paused_result([pending[p] for p in pending_ids if p in pending])
     return None
+
+
+def _deferred(pause: PauseRecord) -> bool:
+    """Whether a pause waits on a deferred policy decision: such a call is evaluated again
+    on every run of the thread, even one that answers nothing."""
+    value = pause.value
+    if pause.kind != "tool_confirmation" or not isinstance(value, Mapping):
+        return False
+    request = value.get("request")
+    return isinstance(request, Mapping) and request.get("policy_decision") == "defer"

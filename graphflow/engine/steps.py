@@ -26,10 +26,10 @@ from checkpoints.models import (
     now,
 )
 from graphflow.engine import apply, plan
-from graphflow.engine.context import PauseSignal
+from graphflow.engine.context import FreezeSignal, PauseSignal
 from graphflow.engine.outcomes import Outcome, StepTasks, as_update
 from graphflow.engine.pauses import PauseRequest, make_pause_id
-from graphflow.errors import GraphflowError, NodeError
+from graphflow.errors import GraphflowError, NodeError, ThreadFrozenError
 from graphflow.types import RunResult, Send
 
 if TYPE_CHECKING:  # (the run passes itself in; run.py imports this module)
@@ -84,7 +84,7 @@ async def step(
     for spec, mine in planned.held:  # stays paused at its child's gate
         done.outcomes[spec.id] = Outcome(spec, "paused", nested=mine)
     ordered = [done.outcomes[s.id] for s in ck.frontier if s.id in done.outcomes]
-    failed = [o for o in ordered if o.status == "failed"]
+    failed = [o for o in ordered if o.status in ("failed", "frozen")]
     pauses = [(o.spec, p) for o in ordered if o.status == "paused" for p in o.pauses]
     nested = [r for o in ordered if o.status == "paused" for r in o.nested]
     if failed or pauses or nested:
@@ -101,7 +101,9 @@ async def stop(
     pauses: list[tuple[TaskSpec, PauseRequest]],
     nested: list[PauseRecord],
 ) -> RunResult:
-    """Commit a step that cannot go on (paused or failed) and end the run there."""
+    """Commit a step that cannot go on and end the run there: a task froze the thread
+    (``frozen``, whatever else happened: the pauses of its siblings are kept for after the
+    unfreeze), a task failed (``failed``), or tasks paused (``paused``)."""
     created = now()
     new_pauses: list[PauseRecord] = []
     all_pauses: list[PauseRecord] = []
@@ -128,7 +130,8 @@ async def stop(
         all_pauses.append(rec)
     all_pauses += nested  # pauses of subgraph tasks, stored by the subgraph runs
     pending = tuple(p.id for p in all_pauses)
-    status: ThreadStatus = "failed" if failed else "paused"
+    frozen = [o for o in failed if o.status == "frozen"]
+    status: ThreadStatus = "frozen" if frozen else "failed" if failed else "paused"
     if run.committer is not None:
         thread = None if run.parent else ThreadUpdate(status, pending, run.spec.name)
         batch = CommitBatch.records(
@@ -137,6 +140,11 @@ async def stop(
         await run.committer.commit(batch, last=True)
     if run.thread is not None:
         run.thread.status, run.thread.pending_pause_ids = status, pending
+    if frozen:
+        reason = frozen[0].reason or "frozen by a node"
+        if run.parent is not None:
+            raise FreezeSignal(reason)  # freezes the thread, through the parent's task
+        raise ThreadFrozenError(run.thread_id, reason)
     if failed:
         err = failed[0].error
         assert err is not None

@@ -17,7 +17,7 @@ from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequenc
 from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypeVar
 
 import anyio
 import anyio.abc
@@ -28,7 +28,14 @@ from checkpoints.blocking import inline_io
 from checkpoints.models import CheckpointRecord, TaskId, TaskRecord, TaskSpec, now
 from graphflow.engine import plan
 from graphflow.engine.committer import Committer
-from graphflow.engine.context import NodeContext, PauseSignal, RunPort, reset_current, set_current
+from graphflow.engine.context import (
+    FreezeSignal,
+    NodeContext,
+    PauseSignal,
+    RunPort,
+    reset_current,
+    set_current,
+)
 from graphflow.engine.events import Emitter
 from graphflow.engine.outcomes import Outcome, StepTasks, Writes, as_update
 from graphflow.errors import GraphflowError, InvalidUpdateError
@@ -162,7 +169,8 @@ class TaskRunner:
     def _retry_wait(self, job: _Job, error: BaseException | None) -> float | None:
         """Seconds to wait before retrying a failed attempt, or None: do not retry."""
         node = self.spec.nodes[job.spec.node]
-        if not node.retry or error is None or isinstance(error, PauseSignal | GraphflowError):
+        stops = PauseSignal | FreezeSignal | GraphflowError
+        if not node.retry or error is None or isinstance(error, stops):
             return None
         return wait_before_retry(node.retry, error, job.attempts - job.prior + job.spent)
 
@@ -180,7 +188,7 @@ class TaskRunner:
                 attempt = _Attempt(ctx)
                 try:
                     attempt.result = await self._call(node, job.state, ctx, inline)
-                except PauseSignal as e:
+                except (PauseSignal, FreezeSignal) as e:
                     attempt.error = _untraced(e)
                 except Exception as e:
                     attempt.error = e
@@ -202,7 +210,7 @@ class TaskRunner:
         token = set_current(ctx)
         try:
             attempt.result = node.fn(job.state, ctx) if node.takes_ctx else node.fn(job.state)
-        except PauseSignal as e:
+        except (PauseSignal, FreezeSignal) as e:
             attempt.error = _untraced(e)
         except Exception as e:
             attempt.error = e
@@ -235,6 +243,8 @@ class TaskRunner:
         spec, exc = job.spec, attempt.error
         if isinstance(exc, PauseSignal):
             o = Outcome(spec, "paused", pauses=exc.pauses, nested=exc.records)
+        elif isinstance(exc, FreezeSignal):
+            o = Outcome(spec, "frozen", reason=exc.reason)
         elif exc is not None:
             o = Outcome(spec, "failed", error=exc)
         else:
@@ -282,7 +292,10 @@ class TaskRunner:
         return list(schema.checked_update(result, node).items()), routes
 
 
-def _untraced(sig: PauseSignal) -> PauseSignal:
+S = TypeVar("S", bound=BaseException)
+
+
+def _untraced(sig: S) -> S:
     """A pause without its traceback. A pause is control flow, not an error: its traceback
     would reference the frame that caught it, whose local holds the signal, a reference
     cycle that keeps the whole run (state, records, context) alive until the garbage

@@ -1,5 +1,6 @@
 """Operations on a thread from outside a run: ``submit``, ``cancel``, ``list_decisions``.
 
+``freeze``/``unfreeze`` stop and restart a thread from outside (incident response).
 ``submit`` records answers durably without running anything (append only, no lease needed:
 the next run of the thread, in any process, applies them); the answers follow the same
 rules as ``invoke``'s (``engine.answers``). ``cancel`` takes the lease and commits a
@@ -15,15 +16,19 @@ from checkpoints.base import Checkpointer
 from checkpoints.errors import CorruptCheckpointError, LeaseHeldError
 from checkpoints.lease import new_owner
 from checkpoints.models import (
+    CheckpointRecord,
     CommitBatch,
     DecisionRecord,
     ThreadId,
+    ThreadRecord,
+    ThreadStatus,
     ThreadUpdate,
     new_checkpoint_id,
 )
 from graphflow.decisions import Decision
 from graphflow.engine import answers, lease
 from graphflow.engine.committer import Committer
+from graphflow.engine.history import carried_step
 from graphflow.engine.pauses import UNSET
 from graphflow.errors import (
     InvalidArgumentError,
@@ -31,6 +36,7 @@ from graphflow.errors import (
     ThreadBusyError,
     ThreadCancelledError,
     ThreadFinishedError,
+    ThreadFrozenError,
     ThreadNotFoundError,
 )
 from graphflow.spec import GraphSpec
@@ -53,6 +59,8 @@ async def submit(
     th = await store.get_thread(ThreadId(thread_id))
     if th is None:
         raise ThreadNotFoundError(thread_id)
+    if th.status == "frozen":
+        raise ThreadFrozenError(thread_id)
     pending = list(th.pending_pause_ids)
     if not pending:
         raise NothingToResumeError(thread_id)
@@ -80,35 +88,88 @@ async def cancel(
 ) -> None:
     """End a thread that is not done: it runs nothing more; the reason and actor are kept
     in the metadata of its last checkpoint."""
-    tid = ThreadId(thread_id)
-    th = await store.get_thread(tid)
-    if th is None or th.head is None:
-        raise ThreadNotFoundError(thread_id)
+    th, head = await _head(store, thread_id)
     if th.status == "done":
         raise ThreadFinishedError(thread_id)
     if th.status == "cancelled":
         raise ThreadCancelledError(thread_id)
-    head = await store.get_checkpoint(tid, "", th.head)
+    cancelled = {"reason": reason, "by": by, "pauses": list(th.pending_pause_ids)}
+    await _mark(spec, store, th, head, {"cancelled": cancelled}, ThreadUpdate("cancelled", ()))
+
+
+async def freeze(
+    spec: GraphSpec, store: Checkpointer, thread_id: str, *, by: str | None, reason: str
+) -> None:
+    """Freeze a thread from outside (incident response): no run starts and no decision
+    applies until ``unfreeze``; its pending pauses are kept. A thread a run holds is busy
+    (``ThreadBusyError``): freeze it when the run has stopped."""
+    th, head = await _head(store, thread_id)
+    if th.status == "cancelled":
+        raise ThreadCancelledError(thread_id)
+    if th.status == "frozen":
+        raise ThreadFrozenError(thread_id)
+    frozen = {"reason": reason, "by": by, "previous": th.status}
+    update = ThreadUpdate("frozen", th.pending_pause_ids, spec.name)
+    await _mark(spec, store, th, head, {"frozen": frozen}, update)
+
+
+async def unfreeze(
+    spec: GraphSpec, store: Checkpointer, thread_id: str, *, by: str | None, reason: str
+) -> None:
+    """Unfreeze a frozen thread: it is as it was before (a thread that a node's policy froze
+    waits for ``invoke(None)``, which runs that node again)."""
+    th, head = await _head(store, thread_id)
+    if th.status != "frozen":
+        raise InvalidArgumentError(f"thread {thread_id!r} is {th.status}, not frozen")
+    found = (head.metadata.get("frozen") or {}).get("previous")
+    # Frozen by a node, or while it was running: it waits for invoke(None).
+    previous: ThreadStatus = found if found in ("paused", "done", "failed") else "paused"
+    update = ThreadUpdate(previous, th.pending_pause_ids, spec.name)
+    await _mark(spec, store, th, head, {"unfrozen": {"reason": reason, "by": by}}, update)
+
+
+async def _head(store: Checkpointer, thread_id: str) -> tuple[ThreadRecord, CheckpointRecord]:
+    th = await store.get_thread(ThreadId(thread_id))
+    if th is None or th.head is None:
+        raise ThreadNotFoundError(thread_id)
+    head = await store.get_checkpoint(th.thread_id, "", th.head)
     if head is None:
         raise CorruptCheckpointError(
             f"thread {thread_id!r}: head checkpoint {th.head!r} is missing",
             thread_id=thread_id,
             checkpoint_id=th.head,
         )
-    cancelled = {"reason": reason, "by": by, "pauses": list(th.pending_pause_ids)}
-    ck = head.child(
-        new_checkpoint_id(), "update", step=head.step, metadata={"cancelled": cancelled}
-    )
+    return th, head
+
+
+async def _mark(
+    spec: GraphSpec,
+    store: Checkpointer,
+    th: ThreadRecord,
+    head: CheckpointRecord,
+    metadata: dict[str, Any],
+    update: ThreadUpdate,
+) -> None:
+    """Commit a copy of the head whose metadata says what happened, with the thread's new
+    status, under the thread's lease (one transaction, which also gives it up)."""
+    tid = th.thread_id
+    ck_id = new_checkpoint_id()
+    ck = head.child(ck_id, "update", step=head.step, frontier=head.frontier, metadata=metadata)
+    # The pending step is kept as it is: its tasks' records and memoized steps carry over.
+    tasks, memos = await carried_step(store, head, ck_id)
     committer = Committer(store, tid, new_owner(), spec.lease_ttl)
     try:
         await store.acquire_lease(tid, committer.owner, spec.lease_ttl, graph_name=spec.name)
     except LeaseHeldError as e:
-        raise ThreadBusyError(thread_id, e.owner) from e
-    async with lease.held(store, tid, committer.owner, spec.lease_ttl, lambda: committer.released):
+        raise ThreadBusyError(tid, e.owner) from e
+    ttl = spec.lease_ttl
+    async with lease.held(store, tid, committer.owner, ttl, lambda: committer.released):
         batch = CommitBatch.step(
             ck,
             [],
-            thread=ThreadUpdate("cancelled", ()),
+            tasks=tasks,
+            memos=memos,
+            thread=update,
             expected_head=th.head,
             check_head=True,
         )

@@ -13,7 +13,6 @@ update is ``paused`` (``invoke(None)`` continues it). Each update is one transac
 
 from __future__ import annotations
 
-import dataclasses
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -38,7 +37,7 @@ from checkpoints.models import (
 from graphflow.engine import lease, plan, targets
 from graphflow.engine.apply import apply_writes, collect_out, set_write
 from graphflow.engine.committer import Committer
-from graphflow.engine.history import naming
+from graphflow.engine.history import carried_step, naming
 from graphflow.engine.run import route
 from graphflow.engine.start import materialize
 from graphflow.errors import (
@@ -46,6 +45,7 @@ from graphflow.errors import (
     InvalidUpdateError,
     ThreadBusyError,
     ThreadCancelledError,
+    ThreadFrozenError,
 )
 from graphflow.spec import GraphSpec
 from graphflow.types import END, START
@@ -69,6 +69,8 @@ async def update_state(
         th = await store.get_thread(tid)
         if th is not None and th.status == "cancelled":
             raise ThreadCancelledError(thread_id)
+        if th is not None and th.status == "frozen":
+            raise ThreadFrozenError(thread_id)
         committer = Committer(store, tid, new_owner(), spec.lease_ttl)
         if th is None or th.head is None:
             if checkpoint_id is not None:
@@ -178,11 +180,7 @@ async def _update(
         # The pending step is kept as it is (its tasks, their records, memoized steps
         # and pauses): only the state its tasks will see changes.
         kept, final = True, src.frontier
-        with naming(tid, src.id):
-            for rec in (await store.load_tasks(tid, ns, src.id)).values():
-                tasks.append(dataclasses.replace(rec, checkpoint_id=ck_id))
-            for task_id, memo in (await store.load_memos(tid, ns, src.id)).items():
-                memos += [MemoRecord(ck_id, task_id, k, v) for k, v in memo.items()]
+        tasks, memos = await carried_step(store, src, ck_id)
     else:  # a fork of the same step: new tasks, which run again
         final = tuple(
             TaskSpec(plan.task_id(ck_id, ns, t.node, i), t.node, t.has_arg, t.arg)

@@ -33,6 +33,7 @@ EXPECTED = {
         "ThreadBusyError",
         "ThreadCancelledError",
         "ThreadFinishedError",
+        "ThreadFrozenError",
         "ThreadNotFoundError",
         "ThreadPausedError",
         "ToolConfirmationPause",

@@ -261,7 +261,9 @@ INTERRUPT = PauseRecord(
 def test_a_decision_by_call_id_answers_that_pause_only() -> None:
     answers, records = match_decisions(TID, [P1, P2], {"call_1": "approve"})
     assert [(a.pause_id, a.thread_id) for a in answers] == [(P1.id, TID)]
-    assert Decision.coerce(answers[0].value) == Decision.approve()
+    # the stored answer is bound to the call it answered, though no fingerprint was given
+    fp = P1.value["request"]["fingerprint"]
+    assert Decision.coerce(answers[0].value) == Decision.approve(fingerprint=fp)
     assert len(records) == 1
     r = records[0]
     assert (r.thread_id, r.call_id, r.verdict, r.applied, r.note) == (
@@ -278,7 +280,11 @@ def test_each_call_gets_its_own_answer() -> None:
         TID, [P1, P2], {"call_1": "approve", "call_2": Decision.deny(reason="keep it")}
     )
     by_pause = {a.pause_id: Decision.coerce(a.value) for a in answers}
-    assert by_pause == {P1.id: Decision.approve(), P2.id: Decision.deny(reason="keep it")}
+    fp1, fp2 = (p.value["request"]["fingerprint"] for p in (P1, P2))
+    assert by_pause == {
+        P1.id: Decision.approve(fingerprint=fp1),
+        P2.id: Decision("deny", fp2, None, "keep it"),
+    }
     assert [(r.call_id, r.verdict, r.reason, r.applied) for r in records] == [
         ("call_1", "approve", None, True),
         ("call_2", "deny", "keep it", True),

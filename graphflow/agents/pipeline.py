@@ -1,0 +1,291 @@
+"""The authorization pipeline of one proposed tool call: a proposal, never an authority.
+
+For every call the model proposes, in order (API.md, "Decisions and authorization"):
+
+1. **access control**: the agent's ``AccessControl`` (RBAC); a denied call does not run and
+   the model is told;
+2. **before-tool callbacks**: ``None`` goes on, any other value skips the tool and becomes
+   its result, raising aborts the run (``NodeError``); memoized, so a rerun of the node
+   gets the same answer;
+3. **policy and confirmation**: the agent's ``Policy`` (or, without one,
+   ``require_confirmation``) decides; a call that needs a human pauses with a
+   ``ToolConfirmationRequest`` carrying everything an approver needs; a decision on an
+   escalated call counts only from an approver holding the required role;
+4. **dispatch enforcement**: the approval is bound to the call's ``action_digest`` (tool,
+   arguments as they will run, principal, thread, policy version): the pause id carries
+   it, so an approval given for another digest (changed arguments, another principal, a
+   new policy version) answers nothing and the call pauses again with the reason; an
+   approval also expires (``Decision.approve(expires_at=...)`` or the rule's
+   ``expires_in``, counted from when the call first paused);
+5. **execute**: at most once per proposal (``NodeContext.dispatch_once``);
+6. **after-tool callbacks**: inspect or replace the result; memoized like the first ones.
+
+Every stage's outcome is a ``StageRecord`` (``graphflow.auth.records``), kept in
+``CallOutcome.records`` for the evidence log. A high or critical call with no principal
+never runs when the agent has a policy or access control: it escalates. Results of
+``untrusted_output`` tools, and input messages marked untrusted, taint the transcript: a
+policy ``allow`` of a high or critical call from a tainted transcript becomes ``escalate``
+(``Policy``); text inside a tool result never counts as an approval (approvals come only
+through ``decisions=``).
+"""
+
+from __future__ import annotations
+
+import inspect
+import json
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from graphflow.agents.confirm import (
+    decision_on,
+    gate_of,
+    pause_request,
+    request_of,
+)
+from graphflow.agents.tools import Tool, ToolArgumentError
+from graphflow.auth.context import ToolCallContext
+from graphflow.auth.digest import action_digest
+from graphflow.auth.principal import Principal
+from graphflow.auth.records import StageRecord
+from graphflow.decisions import Decision, tool_call_fingerprint
+from graphflow.engine.context import NodeContext
+from graphflow.engine.pauses import PauseRequest
+from graphflow.messages import ToolCall
+from graphflow.types import ToolConfirmationRequest
+
+if TYPE_CHECKING:
+    from graphflow.agents.agent import Agent
+
+
+@dataclass(frozen=True, slots=True)
+class Proposal:
+    """One proposed tool call: the call, in the model turn of the task that proposed it."""
+
+    task_id: str
+    turn: int
+    call: ToolCall
+
+    def key(self, what: str) -> str:
+        """A key for this proposal's pause or memo, unique within its task."""
+        return f"{what}:t{self.turn}:{self.call.id}"
+
+    @property
+    def dispatch_key(self) -> str:
+        """The key of this proposal's dispatch record, unique in the thread: the call id,
+        then the task and turn that proposed it."""
+        return f"{self.call.id}@{self.task_id}:t{self.turn}"
+
+
+@dataclass(slots=True)
+class CallOutcome:
+    """What became of one proposed call: the tool result text for the model (None when the
+    call paused), whether it is untrusted content, and the record of every stage."""
+
+    content: str | None = None
+    untrusted: bool = False
+    records: list[StageRecord] = field(default_factory=list)
+
+
+async def handle_call(
+    agent: Agent,
+    ctx: NodeContext,
+    proposal: Proposal,
+    taint: tuple[bool, tuple[str, ...]],
+    pauses: list[PauseRequest],
+) -> CallOutcome:
+    """Run one proposed call through the pipeline (see the module docstring)."""
+    call = proposal.call
+    out = CallOutcome()
+    tool = agent.tools_by_name.get(call.name)
+    if tool is None:
+        out.content = f"Error: unknown tool {call.name!r}; available: {sorted(agent.tools_by_name)}"
+        return out
+    try:
+        args = tool.validate(call.args)
+    except ToolArgumentError as e:
+        out.content = f"Error: invalid arguments for {call.name}: {e}"
+        return out
+    principal = Principal.coerce(ctx.principal)
+    tctx = ToolCallContext.of(
+        tool,
+        args,
+        call_id=call.id,
+        thread_id=ctx.thread_id,
+        node=ctx.node,
+        agent=agent.name,
+        principal=principal,
+        tainted=taint[0],
+        taint_sources=taint[1],
+    )
+
+    def record(stage: str, decision: str, reason: str = "", **more: Any) -> None:
+        out.records.append(
+            StageRecord(
+                stage,  # type: ignore[arg-type]
+                call.id,
+                tool.name,
+                decision,
+                reason,
+                principal_id=tctx.principal_id,
+                thread_id=ctx.thread_id,
+                risk=tctx.risk,
+                category=tctx.category,
+                **more,
+            )
+        )
+
+    # 1. access control
+    if agent.access_control is not None:
+        access = agent.access_control.check(principal, tool)
+        record("access_control", "allow" if access.allowed else "deny", access.reason)
+        if not access.allowed:
+            out.content = (
+                f"Tool call {call.id} ({call.name}) was refused: access denied ({access.reason})."
+            )
+            return out
+    # 2. before-tool callbacks
+    if agent.before_tool:
+        skipped = await ctx.step_once(proposal.key("before"), _before, agent.before_tool, tctx)
+        record("before_tool", "skip" if skipped is not None else "continue")
+        if skipped is not None:
+            out.content = as_text(skipped["result"])
+            return out
+    # 3. policy and confirmation
+    gate = gate_of(agent, tctx)
+    record("policy", gate.decision, gate.reason, rule_id=gate.rule_id, policy_version=gate.version)
+    if gate.decision == "deny":
+        out.content = f"Tool call {call.id} ({call.name}) was denied by policy: {gate.reason}."
+        return out
+    if gate.decision == "freeze":
+        ctx.freeze(f"policy froze the thread at tool call {call.id} ({call.name}): {gate.reason}")
+    digest = action_digest(
+        tool,
+        args,
+        principal_id=tctx.principal_id,
+        thread_id=ctx.thread_id,
+        policy_version=gate.version,
+    )
+    approved = False
+    if gate.needs_human:
+        request = request_of(agent, tool, call, args, tctx, gate, digest)
+        # A guarded agent's approval is bound to the digest (the pause id carries it); the
+        # simple form (require_confirmation only) binds it to the call's fingerprint.
+        key = proposal.key("tc")
+        if agent.policy is not None or agent.access_control is not None:
+            key = f"{key}:{digest[7:19]}"
+        conf = await decision_on(agent, ctx, proposal, key, request, gate)
+        if conf.refusal:
+            record("confirmation", "refused", conf.refusal, action_digest=digest)
+        decision = conf.decision
+        if decision is None:
+            pauses.append(pause_request(conf.key, conf.request, None, conf.refusal))
+            return out
+        if decision.verdict == "deny":
+            record("confirmation", "denied", decision.reason or "", action_digest=digest)
+            why = f": {decision.reason}" if decision.reason else ""
+            out.content = f"Tool call {call.id} ({call.name}) was denied by a human{why}."
+            return out
+        record("confirmation", "approved", decision.reason or "", action_digest=digest)
+        approved = True
+        record("dispatch", "allow", "the approval matches the call", action_digest=digest)
+    # 5. execute, at most once
+    content = await _dispatch(agent, ctx, proposal, tool, args, pauses, approved)
+    if content is None:
+        return out
+    result, ran = content
+    record("execute", "executed" if ran else "failed", "" if ran else str(result))
+    # 6. after-tool callbacks
+    if agent.after_tool and ran:
+        final = await ctx.step_once(proposal.key("after"), _after, agent.after_tool, tctx, result)
+        record("after_tool", "replaced" if final["replaced"] else "kept")
+        result = final["result"]
+    out.content = as_text(result) if ran else f"Error: tool {call.name} failed: {result}"
+    out.untrusted = tool.untrusted_output and ran
+    return out
+
+
+async def _dispatch(
+    agent: Agent,
+    ctx: NodeContext,
+    proposal: Proposal,
+    tool: Tool,
+    args: dict[str, Any],
+    pauses: list[PauseRequest],
+    approved: bool,
+) -> tuple[Any, bool] | None:
+    """Run the call at most once: (result, True), or (error text, False), or None when its
+    outcome is unknown (a crash between claim and outcome) and it pauses for a human."""
+    call = proposal.call
+    force = tool.idempotent
+    if not force:
+        found, ans = ctx.answer(proposal.key("unknown"))
+        if found:
+            if Decision.coerce(ans).verdict == "deny":
+                return (
+                    f"Tool call {call.id} ({call.name}) may or may not have run before a "
+                    "crash; a human chose not to run it again.",
+                    True,
+                )
+            force = True
+
+    async def run() -> Any:
+        return await tool.arun(args)
+
+    fingerprint = tool_call_fingerprint(call.name, call.args)
+    out = await ctx.dispatch_once(proposal.dispatch_key, call.name, fingerprint, run, force=force)
+    if out.status == "unknown":
+        request = ToolConfirmationRequest(
+            call.name, call.id, dict(call.args), fingerprint, agent.name
+        )
+        pauses.append(pause_request(proposal.key("unknown"), request, "unknown", None))
+        return None
+    if out.status == "failed":
+        return out.error, False
+    return out.result, True
+
+
+async def _before(
+    callbacks: Sequence[Callable[..., Any]], tctx: ToolCallContext
+) -> dict[str, Any] | None:
+    for cb in callbacks:
+        res = cb(tctx)
+        if inspect.isawaitable(res):
+            res = await res
+        if res is not None:
+            return {"result": res}
+    return None
+
+
+async def _after(
+    callbacks: Sequence[Callable[..., Any]], tctx: ToolCallContext, result: Any
+) -> dict[str, Any]:
+    replaced = False
+    for cb in callbacks:
+        res = cb(tctx, result)
+        if inspect.isawaitable(res):
+            res = await res
+        replaced = replaced or res is not result
+        result = res
+    return {"result": result, "replaced": replaced}
+
+
+def as_text(result: Any) -> str:
+    """A tool result as the text the model reads."""
+    if isinstance(result, str):
+        return result
+    try:
+        return json.dumps(result, default=str, ensure_ascii=False)
+    except (TypeError, ValueError):
+        return str(result)
+
+
+def taint_of(messages: Sequence[Any]) -> tuple[bool, tuple[str, ...]]:
+    """Whether a transcript holds untrusted content, and its sources in order."""
+    sources: dict[str, None] = {}
+    tainted = False
+    for m in messages:
+        if getattr(m, "untrusted", False):
+            tainted = True
+            sources[getattr(m, "source", None) or "untrusted input"] = None
+    return tainted, tuple(sources)
