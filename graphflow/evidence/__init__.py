@@ -15,20 +15,15 @@ resume of an interrupt); node code gets no handle to the log::
 
 Modules: ``events`` (drafts and call facts), ``stages`` (one draft per stage, and the
 mapping to AAEF event types), ``redact`` (what is never stored in clear), ``chain`` (the
-bytes hashed, and what ``verify`` reports), ``log`` (the SQLite store), ``validation`` (the
-shipped AAEF schema).
+bytes hashed and the hash), ``verification`` (what ``verify`` reports), ``store`` (the
+SQLite file), ``log`` (``EvidenceLog`` and appending), ``reading`` (events, head, verify and
+the JSONL export), ``validation`` (the shipped AAEF schema).
 
 This package is a leaf: it imports nothing from the engine, the compiled graph or agents.
 """
 
 from graphflow.evidence import stages
-from graphflow.evidence.chain import (
-    GENESIS,
-    EvidenceHead,
-    ProblemKind,
-    VerifyProblem,
-    VerifyReport,
-)
+from graphflow.evidence.chain import GENESIS, EvidenceHead
 from graphflow.evidence.errors import EvidenceError, InvalidEventError
 from graphflow.evidence.events import (
     AUDIT_STAGE,
@@ -37,8 +32,10 @@ from graphflow.evidence.events import (
     EventType,
     Stage,
 )
-from graphflow.evidence.log import EvidenceLog, EvidenceRecord, verify_jsonl
+from graphflow.evidence.log import EvidenceLog
+from graphflow.evidence.reading import EvidenceRecord, verify_jsonl
 from graphflow.evidence.redact import DEFAULT_REDACT_KEYS, digest
+from graphflow.evidence.verification import ProblemKind, VerifyProblem, VerifyReport
 
 __all__ = [
     "AUDIT_STAGE",

@@ -132,6 +132,8 @@ GRAPHFLOW_FIELDS = (
 )
 """The fields of ``extensions.graphflow`` every event has (null when not applicable)."""
 
+_DRAFT_FIELDS = tuple(name for name in GRAPHFLOW_FIELDS if name not in ("seq", "prev_hash"))
+"""The ones a draft sets (the log sets ``seq`` and ``prev_hash``)."""
 _RESERVED = frozenset((*GRAPHFLOW_FIELDS, "stage", "detail"))
 _SECTIONS = ("approval", "context", "response", "override", "non_execution", "reauthorization")
 
@@ -276,15 +278,7 @@ class EventDraft:
         _choice("EventDraft.stage", self.stage, get_args(Stage))
         _text("EventDraft.action_id", self.action_id)
         _text("EventDraft.retention_class", self.retention_class)
-        for name in (
-            "thread_id",
-            "checkpoint_id",
-            "pause_id",
-            "call_id",
-            "nonce",
-            "policy_version",
-            "action_digest",
-        ):
+        for name in _DRAFT_FIELDS:
             _text(f"EventDraft.{name}", getattr(self, name), optional=True)
         clash = sorted(_RESERVED.intersection(self.graphflow))
         if clash:
@@ -317,16 +311,7 @@ class EventDraft:
             "tamper_evidence": "hash_chain",
         }
         graphflow: dict[str, Any] = {name: None for name in GRAPHFLOW_FIELDS}
-        graphflow.update(
-            thread_id=self.thread_id,
-            checkpoint_id=self.checkpoint_id,
-            pause_id=self.pause_id,
-            call_id=self.call_id,
-            nonce=self.nonce,
-            policy_version=self.policy_version,
-            action_digest=self.action_digest,
-            stage=self.stage,
-        )
+        graphflow.update({name: getattr(self, name) for name in _DRAFT_FIELDS}, stage=self.stage)
         graphflow.update(self.graphflow)
         event["extensions"] = {"graphflow": graphflow}
         return event

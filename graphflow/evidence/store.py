@@ -1,0 +1,298 @@
+"""``EvidenceStore``: an evidence log's SQLite file, its connection and its transactions.
+
+Decisions behind it:
+
+- **Its own file**, independent of the checkpoint tables. A file that holds other tables is
+  refused. ``":memory:"`` is an in-memory SQLite database: one implementation for both.
+- **One chain for many processes.** A write runs under ``BEGIN IMMEDIATE`` (SQLite's write
+  lock, waited for up to ``busy_timeout``). ``seq`` is the primary key and ``prev_hash`` is
+  unique, so two writers that raced could not both commit. WAL with ``synchronous=FULL``: a
+  write is durable when it commits.
+- **Append-only**: triggers refuse ``UPDATE`` and ``DELETE``. That guards against mistakes;
+  whoever can write the file can drop them, and ``verify`` is what detects a change.
+- **Failure is typed**: an error of SQLite or of the file system becomes ``EvidenceError``
+  naming the path; the connection is dropped and the next call opens the file again, so a
+  log that is writable again is used again. Each call first checks that the file at the
+  path is still the one opened: one that was removed (or replaced) is opened anew, which
+  starts a new chain in a new file; a removed directory is an ``EvidenceError``, and so is
+  a write to a file made read-only (checked with ``access``, so it holds for root when
+  the file is immutable).
+- Bytes are read as stored (``CAST(body AS BLOB)``), never canonicalized again.
+- A process forked while a connection is open does not use it (SQLite's locks are per
+  process): the child opens its own.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import sqlite3
+import threading
+from collections.abc import Iterator, Sequence
+from typing import Any
+
+from graphflow.evidence.chain import StoredRow
+from graphflow.evidence.errors import EvidenceError, InvalidEventError
+
+MEMORY = ":memory:"
+APPLICATION_ID = 0x47464556  # "GFEV": marks a SQLite file as a graphflow evidence log
+FORMAT_VERSION = 1
+
+_SCHEMA = (
+    """CREATE TABLE evidence_events (
+        seq INTEGER PRIMARY KEY,
+        prev_hash TEXT NOT NULL,
+        hash TEXT NOT NULL,
+        thread_id TEXT,
+        event_type TEXT NOT NULL,
+        body TEXT NOT NULL
+    )""",
+    "CREATE UNIQUE INDEX evidence_events_prev_hash ON evidence_events (prev_hash)",
+    "CREATE INDEX evidence_events_thread ON evidence_events (thread_id, seq)",
+    """CREATE TRIGGER evidence_events_no_update BEFORE UPDATE ON evidence_events
+        BEGIN SELECT RAISE(ABORT, 'evidence events are append-only'); END""",
+    """CREATE TRIGGER evidence_events_no_delete BEFORE DELETE ON evidence_events
+        BEGIN SELECT RAISE(ABORT, 'evidence events are append-only'); END""",
+    f"PRAGMA application_id = {APPLICATION_ID}",
+    f"PRAGMA user_version = {FORMAT_VERSION}",
+)
+_ROWS = (
+    "SELECT seq, prev_hash, hash, CAST(body AS BLOB), thread_id, event_type FROM evidence_events"
+)
+_BATCH = 2000
+
+
+@contextlib.contextmanager
+def immediate(conn: sqlite3.Connection) -> Iterator[None]:
+    """One write transaction (``BEGIN IMMEDIATE``: SQLite's write lock, taken at once):
+    committed when the block ends, rolled back when it raises."""
+    conn.execute("BEGIN IMMEDIATE")
+    try:
+        yield
+        conn.execute("COMMIT")
+    except BaseException:
+        with contextlib.suppress(sqlite3.Error):
+            conn.execute("ROLLBACK")
+        raise
+
+
+def last_row(conn: sqlite3.Connection) -> tuple[Any, Any] | None:
+    """The last stored row's seq and hash, as stored (None: the log is empty)."""
+    row: tuple[Any, Any] | None = conn.execute(
+        "SELECT seq, hash FROM evidence_events ORDER BY seq DESC LIMIT 1"
+    ).fetchone()
+    return row
+
+
+def insert_rows(conn: sqlite3.Connection, rows: Sequence[tuple[Any, ...]]) -> None:
+    """Insert ``(seq, prev_hash, hash, thread_id, event_type, body)`` rows."""
+    conn.executemany(
+        "INSERT INTO evidence_events (seq, prev_hash, hash, thread_id, event_type, body) "
+        "VALUES (?, ?, ?, ?, ?, ?)",
+        rows,
+    )
+
+
+def select_rows(
+    conn: sqlite3.Connection, thread_id: str | None, since: int | None
+) -> list[StoredRow]:
+    """The rows in seq order: all, or ``thread_id``'s; after seq ``since``."""
+    clauses: list[str] = []
+    params: list[Any] = []
+    if thread_id is not None:
+        clauses.append("thread_id = ?")
+        params.append(thread_id)
+    if since is not None:
+        clauses.append("seq > ?")
+        params.append(since)
+    where = " WHERE " + " AND ".join(clauses) if clauses else ""
+    return [StoredRow(*row) for row in conn.execute(f"{_ROWS}{where} ORDER BY seq", params)]
+
+
+def stream_rows(conn: sqlite3.Connection) -> Iterator[StoredRow]:
+    """Every row in seq order, read in batches (a log may not fit in memory twice)."""
+    cursor = conn.execute(f"{_ROWS} ORDER BY seq")
+    while batch := cursor.fetchmany(_BATCH):
+        for row in batch:
+            yield StoredRow(*row)
+
+
+class EvidenceStore:
+    """The SQLite file of one evidence log, used by one thread at a time (a lock).
+
+    Args:
+        path: the SQLite file (created when missing; its directory must exist), or
+            ``":memory:"``.
+        busy_timeout: seconds to wait for another process's write.
+    """
+
+    def __init__(self, path: str, *, busy_timeout: float) -> None:
+        self.path = path
+        self.busy_timeout = busy_timeout
+        self._lock = threading.Lock()
+        self._conn: sqlite3.Connection | None = None
+        self._identity: tuple[int, int] | None = None
+        self._writable = False  # whether the file could be written when it was opened
+        self._pid = 0
+
+    def open(self) -> None:
+        """Open the file now (else the first read or write does).
+
+        Raises:
+            EvidenceError: the path's directory does not exist, the path is a directory, or
+                the file cannot be opened or is not an evidence log.
+        """
+        with self._lock:
+            self._connection()
+
+    def close(self) -> None:
+        """Close the connection; a later call opens the file again."""
+        with self._lock:
+            self._drop()
+
+    def fail(self, what: str, error: BaseException) -> EvidenceError:
+        """Drop the connection (the next call opens the file again) and name the path; the
+        caller holds the lock (it is inside ``reading`` or ``writing``)."""
+        self._drop()
+        return EvidenceError(f"evidence log {self.path!r}: {what}: {error}", path=self.path)
+
+    @contextlib.contextmanager
+    def writing(self) -> Iterator[sqlite3.Connection]:
+        """One write transaction under the lock: all of the block's writes or none.
+
+        Raises:
+            EvidenceError: the file cannot be written (nothing was written); or the block
+                raised ``ValueError``/``TypeError``, which means the last row is damaged
+                (its seq or hash is not what was written); ``InvalidEventError`` passes.
+        """
+        with self._lock:
+            conn = self._connection(write=True)
+            try:
+                with immediate(conn):
+                    yield conn
+            except sqlite3.Error as e:
+                raise self.fail("cannot be written", e) from e
+            except (ValueError, TypeError) as e:  # a damaged head row
+                if isinstance(e, InvalidEventError):
+                    raise
+                raise self.fail("its last event is damaged (run verify)", e) from e
+
+    @contextlib.contextmanager
+    def reading(self) -> Iterator[sqlite3.Connection]:
+        """One read transaction (one snapshot) under the lock; errors name the path."""
+        with self._lock:
+            conn = self._connection()
+            try:
+                conn.execute("BEGIN")
+                try:
+                    yield conn
+                finally:
+                    with contextlib.suppress(sqlite3.Error):
+                        conn.execute("COMMIT")
+            except sqlite3.Error as e:
+                raise self.fail("cannot be read", e) from e
+
+    # -- the connection -------------------------------------------------------------------
+    def _drop(self) -> None:
+        conn, self._conn, self._identity = self._conn, None, None
+        if conn is not None and self._pid == os.getpid():
+            with contextlib.suppress(sqlite3.Error):
+                conn.close()
+
+    def _connection(self, *, write: bool = False) -> sqlite3.Connection:
+        """The open connection, after checking that the file is still the one opened (and,
+        to ``write``, that it may be written: a file made read-only is, even though the
+        descriptor SQLite holds could still write it)."""
+        conn = self._conn
+        if conn is not None and self._pid != os.getpid():  # a forked child: never reuse it
+            self._conn = conn = None
+        if conn is not None and self.path != MEMORY and self._stat() != self._identity:
+            self._drop()
+            conn = None
+        if conn is not None and write and not self._writable and self._may_write():
+            self._drop()  # SQLite opened it read-only: now it may be written, open it again
+            conn = None
+        if conn is None:
+            conn = self._open()
+        if write and not self._may_write():
+            self._drop()
+            raise EvidenceError(
+                f"evidence log {self.path!r} cannot be written: the file is read-only; make "
+                "it writable again (nothing was written)",
+                path=self.path,
+            )
+        return conn
+
+    def _may_write(self) -> bool:
+        return self.path == MEMORY or os.access(self.path, os.W_OK)
+
+    def _stat(self) -> tuple[int, int] | None:
+        try:
+            st = os.stat(self.path)
+        except OSError:
+            return None
+        return (st.st_dev, st.st_ino)
+
+    def _open(self) -> sqlite3.Connection:
+        if self.path != MEMORY:
+            directory = os.path.dirname(os.path.abspath(self.path))
+            if not os.path.isdir(directory):
+                raise EvidenceError(
+                    f"evidence log {self.path!r}: its directory {directory!r} does not exist; "
+                    "create it (the log file itself is created when missing)",
+                    path=self.path,
+                )
+            if os.path.isdir(self.path):
+                raise EvidenceError(
+                    f"evidence log {self.path!r} is a directory; give a file path",
+                    path=self.path,
+                )
+        try:
+            conn = sqlite3.connect(
+                self.path,
+                timeout=self.busy_timeout,
+                isolation_level=None,  # transactions are explicit
+                check_same_thread=False,  # guarded by self._lock; used by worker threads
+            )
+        except sqlite3.Error as e:
+            raise self.fail("cannot be opened", e) from e
+        try:
+            if self.path != MEMORY:
+                conn.execute("PRAGMA journal_mode=WAL")
+            conn.execute("PRAGMA synchronous=FULL")
+            self._setup(conn)
+        except EvidenceError:
+            conn.close()
+            raise
+        except sqlite3.Error as e:
+            conn.close()
+            raise self.fail("cannot be opened", e) from e
+        self._conn, self._pid = conn, os.getpid()
+        self._identity = self._stat() if self.path != MEMORY else None
+        self._writable = self._may_write()
+        return conn
+
+    def _setup(self, conn: sqlite3.Connection) -> None:
+        """Create the tables of a new file; refuse a file that is not an evidence log."""
+        app_id = conn.execute("PRAGMA application_id").fetchone()[0]
+        if app_id == 0:
+            with immediate(conn):
+                app_id = conn.execute("PRAGMA application_id").fetchone()[0]  # a racing opener
+                tables = conn.execute("SELECT count(*) FROM sqlite_master").fetchone()[0]
+                if app_id == 0 and tables == 0:
+                    for statement in _SCHEMA:
+                        conn.execute(statement)
+                    app_id = APPLICATION_ID
+        if app_id != APPLICATION_ID:
+            raise EvidenceError(
+                f"{self.path!r} is not an evidence log (it holds other tables): keep evidence "
+                "in its own file, e.g. EvidenceLog.beside(checkpoint_path)",
+                path=self.path,
+            )
+        version = conn.execute("PRAGMA user_version").fetchone()[0]
+        if version > FORMAT_VERSION:
+            raise EvidenceError(
+                f"evidence log {self.path!r} has format {version}, newer than this graphflow "
+                f"reads ({FORMAT_VERSION}); upgrade graphflow",
+                path=self.path,
+            )
