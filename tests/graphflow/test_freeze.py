@@ -1,0 +1,103 @@
+"""``graph.freeze`` / ``graph.unfreeze``: a frozen thread runs nothing and takes no
+decision, and unfreezing gives it back exactly as it was, its pending step included."""
+
+from __future__ import annotations
+
+import operator
+from typing import Annotated, Any, TypedDict
+
+import pytest
+
+from checkpoints import Checkpointer
+from graphflow import (
+    END,
+    START,
+    InvalidArgumentError,
+    StateGraph,
+    ThreadFrozenError,
+    ThreadNotFoundError,
+    interrupt,
+)
+
+
+class S(TypedDict, total=False):
+    log: Annotated[list[str], operator.add]
+
+
+def fan(store: Checkpointer, calls: list[str]) -> Any:
+    """``START -> (quick, review) -> END``: quick finishes in the step where review pauses."""
+
+    def quick(s: S) -> S:
+        calls.append("quick")
+        return {"log": ["quick"]}
+
+    def review(s: S) -> S:
+        calls.append("review")
+        return {"log": [f"review:{interrupt('ok?')}"]}
+
+    b = StateGraph(S).add_node("quick", quick).add_node("review", review)
+    b.add_edge(START, "quick").add_edge(START, "review")
+    b.add_edge("quick", END).add_edge("review", END)
+    return b.compile(checkpointer=store)
+
+
+def status(g: Any) -> str:
+    [info] = g.list_threads()
+    return str(info.status)
+
+
+def test_a_frozen_thread_runs_nothing_and_unfreezes_as_it_was(store: Checkpointer) -> None:
+    calls: list[str] = []
+    g = fan(store, calls)
+    g.invoke({}, thread_id="t")
+    assert sorted(calls) == ["quick", "review"]
+    before = g.get_state("t")
+    g.freeze("t", by="secops", reason="incident 42")
+    assert status(g) == "frozen"
+    with pytest.raises(ThreadFrozenError, match="'t'"):
+        g.invoke(None, thread_id="t", resume="yes")
+    with pytest.raises(ThreadFrozenError):
+        g.submit("t", resume="yes")
+    with pytest.raises(ThreadFrozenError):
+        g.update_state("t", {"log": ["x"]})
+    with pytest.raises(ThreadFrozenError):
+        g.freeze("t", by="secops", reason="again")
+    assert sorted(calls) == ["quick", "review"]  # nothing ran
+    assert g.get_state("t").values == before.values  # reads still work
+    g.unfreeze("t", by="secops", reason="resolved")
+    assert status(g) == "paused"
+    assert [p.value for p in g.pending_pauses("t")] == ["ok?"]
+    res = g.invoke(None, thread_id="t", resume="yes")
+    assert res.status == "done"
+    # quick's write of the paused step was kept through freeze and unfreeze; it never reran
+    assert sorted(res.state["log"]) == ["quick", "review:yes"]
+    assert sorted(calls) == ["quick", "review", "review"]
+
+
+def test_freeze_and_unfreeze_are_kept_in_the_history(store: Checkpointer) -> None:
+    g = fan(store, [])
+    g.invoke({}, thread_id="t")
+    g.freeze("t", by="secops", reason="incident 42")
+    g.unfreeze("t", by="lead", reason="resolved")
+    metas = [h.metadata for h in g.get_state_history("t")]
+    assert metas[0]["unfrozen"] == {"reason": "resolved", "by": "lead"}
+    assert metas[1]["frozen"] == {"reason": "incident 42", "by": "secops", "previous": "paused"}
+
+
+def test_a_done_thread_unfreezes_done(store: Checkpointer) -> None:
+    g = fan(store, [])
+    g.invoke({}, thread_id="t")
+    g.invoke(None, thread_id="t", resume="yes")
+    g.freeze("t", by="secops", reason="audit")
+    assert status(g) == "frozen"
+    g.unfreeze("t", by="secops", reason="done auditing")
+    assert status(g) == "done"
+
+
+def test_bad_freeze_calls_are_refused(store: Checkpointer) -> None:
+    g = fan(store, [])
+    with pytest.raises(ThreadNotFoundError):
+        g.freeze("nope", by="secops", reason="x")
+    g.invoke({}, thread_id="t")
+    with pytest.raises(InvalidArgumentError, match="not frozen"):
+        g.unfreeze("t", by="secops", reason="x")
