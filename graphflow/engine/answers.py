@@ -137,18 +137,22 @@ def effective(records: Sequence[DecisionRecord]) -> list[DecisionRecord]:
     ``applied=False`` and a note naming the decision that superseded them. A decision that
     the call refused when it ran (a refusal record, ``extra["refused"]``: the approver
     lacked the role, the approval expired) is returned with ``applied=False`` and the
-    refusal's note."""
+    refusal's note, in place of the refusal record."""
     latest: dict[str, int] = {}
     refused: dict[int, DecisionRecord] = {}
+    folded: set[int] = set()
     for i, r in enumerate(records):
         key = r.pause_id or r.call_id
         if r.applied:
             latest[key] = i
-        elif (r.extra or {}).get("refused") and key in latest:
-            refused.setdefault(latest[key], r)
+        elif (r.extra or {}).get("refused") and key in latest and latest[key] not in refused:
+            refused[latest[key]] = r
+            folded.add(i)
     winners = {i for i in latest.values() if i not in refused}
     out = []
     for i, r in enumerate(records):
+        if i in folded:
+            continue
         if r.applied and i in refused:
             r = replace(r, applied=False, note=refused[i].note)
         elif r.applied and i not in winners:

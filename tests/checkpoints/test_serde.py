@@ -154,6 +154,10 @@ def canon(x: Any) -> Any:
     if t in (datetime, time):
         zone = (type(x.tzinfo), getattr(x.tzinfo, "key", None), x.utcoffset(), x.tzname())
         return t, x.replace(tzinfo=None), x.fold, zone
+    if dataclasses.is_dataclass(x) and not isinstance(x, type):  # its fields, nan included
+        return t, tuple((f.name, canon(getattr(x, f.name))) for f in dataclasses.fields(x))
+    if isinstance(x, BaseModel):
+        return t, tuple((k, canon(getattr(x, k))) for k in type(x).model_fields)
     return t, x
 
 

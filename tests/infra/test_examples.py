@@ -12,6 +12,24 @@ ROOT = pathlib.Path(__file__).resolve().parents[2]
 EXAMPLES = sorted((ROOT / "examples").glob("*.py"))
 
 EXPECTED = {
+    "approval_policy.py": [
+        "paused",
+        "  refund: issue_refund {'order': 'A-1001', 'amount': 250} (escalate, needs finance)",
+        "  email: send_email {'to': 'dana@customer.org', 'body': 'Your refund is on its way.'}"
+        " (requires_human_approval)",
+        "paused",
+        "  refund: issue_refund {'order': 'A-1001', 'amount': 250} (escalate, needs finance)"
+        " refused: approver 'bob' lacks the role 'finance' this call needs",
+        "  email: send_email {'to': 'dana@customer.org', 'body': 'Your refund is on its way.'}"
+        " (requires_human_approval)",
+        "done",
+        "  Refunded 250 on A-1001 and told the customer.",
+        "decisions:",
+        "  refund approve by bob: refused: approver 'bob' lacks the role 'finance' this call needs",
+        "  refund approve by carol: applied",
+        "  email approve by bob: applied",
+        "ran: ['refund A-1001 250', 'email dana@customer.org']",
+    ],
     "quickstart.py": ["paused [{'question': 'publish?'}]", "done ['drafted', 'review: yes']"],
 }
 
