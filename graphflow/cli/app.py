@@ -64,6 +64,10 @@ class _Graphflow(click.Group):
             return super().invoke(ctx)
         except (click.exceptions.ClickException, click.exceptions.Exit, CliError):
             raise
+        except click.exceptions.Abort:  # a prompt that got no answer
+            raise CliError("aborted: no answer was given") from None
+        except KeyboardInterrupt:
+            raise CliError("interrupted", INTERRUPTED) from None
         except OSError as e:
             if e.errno == errno.EPIPE:  # the reader of stdout went away: click exits quietly
                 raise
@@ -97,12 +101,9 @@ class _Graphflow(click.Group):
             code = fail(_usage_line(e), USAGE)
         except click.exceptions.ClickException as e:  # such as a file option that cannot open
             code = fail(e.format_message(), e.exit_code or ERROR)
-        except click.exceptions.Abort as e:
-            if isinstance(e.__cause__, KeyboardInterrupt):
-                print("graphflow: interrupted", file=sys.stderr)
-                code = INTERRUPTED
-            else:
-                code = fail("aborted (no input)")
+        except click.exceptions.Abort as e:  # Ctrl-C or end of input while click parsed
+            interrupted = isinstance(e.__cause__, KeyboardInterrupt)
+            code = fail("interrupted", INTERRUPTED) if interrupted else fail("aborted")
         if standalone_mode:
             sys.exit(code)
         return code

@@ -189,7 +189,7 @@ def test_keyboard_interrupt_is_one_line_and_130(cli: Cli, monkeypatch: pytest.Mo
     monkeypatch.setattr("graphflow.cli.load.store_graph", interrupted)
     got = cli("show", "t1")
     assert got.code == 130 and got.stdout == ""
-    assert got.stderr.strip() == "graphflow: interrupted"
+    assert got.stderr == "graphflow: error: interrupted\n"
 
 
 def test_main_returns_the_exit_code(cli: Cli, capsys: pytest.CaptureFixture[str]) -> None:

@@ -92,3 +92,12 @@ def test_demo_interactive_and_answer_together_is_a_usage_error(
     out, err = capsys.readouterr()
     assert out == "" and err.count("\n") == 1 and "--interactive" in err
     assert not (tmp_path / "d.db").exists()
+
+
+def test_demo_interactive_without_an_answer_is_one_line(tmp_path: pathlib.Path) -> None:
+    proc = subprocess.run(
+        [sys.executable, "-m", "graphflow", "demo", "--interactive", "--db", "d.db"],
+        cwd=tmp_path, input="", capture_output=True, text=True, timeout=120,
+    )  # fmt: skip
+    assert proc.returncode == 1
+    assert proc.stderr == "graphflow: error: aborted: no answer was given\n"
