@@ -8,6 +8,7 @@
 
 from __future__ import annotations
 
+import importlib
 import inspect
 import types
 from collections.abc import Callable, Hashable, Mapping, Sequence
@@ -312,6 +313,11 @@ class StateGraph:
     ) -> CompiledGraph:
         """Validate the graph (``GraphValidationError``) and return a runnable
         ``CompiledGraph`` on ``checkpointer``."""
+        if not _COMPILER:
+            # Only the builder was imported so far (the package root binds its names on
+            # first use): load the layer above, which registers how a spec is compiled.
+            importlib.import_module("graphflow.compiled")
+
         graph: CompiledGraph = _COMPILER[0](
             self.spec(interrupt_before, interrupt_after, name, lease_ttl=lease_ttl),
             checkpointer,

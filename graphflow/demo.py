@@ -12,6 +12,7 @@ import os
 import subprocess
 import sys
 import uuid
+from collections.abc import Callable
 from typing import Annotated, Any
 
 from pydantic import BaseModel
@@ -89,12 +90,15 @@ def check_db_path(db: str) -> None:
         )
 
 
-def main(db: str | None = None, answer: str = "approve") -> int:
-    """Start in this process, resume in a fresh one; return the exit code."""
+def main(db: str | None = None, answer: str | Callable[[], str] = "approve") -> int:
+    """Start in this process, resume in a fresh one; return the exit code. ``answer`` may
+    be a function, asked for the answer once the run paused."""
     db = db or os.environ.get("GRAPHFLOW_DB") or "graphflow.db"
     check_db_path(db)
     thread_id = f"refund-{uuid.uuid4().hex[:8]}"
     start(db, thread_id)
+    if callable(answer):
+        answer = answer()
     code = (
         "import sys; from graphflow.cli import fail; from graphflow.demo import resume\n"
         "try:\n    resume(*sys.argv[1:4])\n"

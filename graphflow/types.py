@@ -7,6 +7,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, Literal
 
+from checkpoints import serde
 from checkpoints.models import DecisionRecord, PauseKind, TaskStatus
 
 START = "__start__"
@@ -42,6 +43,10 @@ class Send:
 
     node: str
     arg: Any = None
+
+
+# Registered where it is defined, so that no process can hold a Send it cannot store.
+serde.register(Send, name="graphflow.Send")
 
 
 @dataclass(frozen=True, slots=True)

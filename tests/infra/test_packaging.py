@@ -42,7 +42,7 @@ def test_python_dash_m_graphflow_is_the_console_script(tmp_path: pathlib.Path) -
     proc = subprocess.run([*run, "--help"], cwd=tmp_path, capture_output=True, text=True,
                           timeout=60)  # fmt: skip
     assert proc.returncode == 0, proc.stderr
-    assert proc.stdout.startswith("usage: graphflow ") and "demo" in proc.stdout
+    assert proc.stdout.lower().startswith("usage: graphflow ") and "demo" in proc.stdout
     proc = subprocess.run([*run, "--version"], cwd=tmp_path, capture_output=True, text=True,
                           timeout=60)  # fmt: skip
     assert proc.returncode == 0 and proc.stdout == f"graphflow {graphflow.__version__}\n"

@@ -55,7 +55,7 @@ def run_here(
         mp.chdir(cwd)
         try:
             code = cli.main(["policy", "check", *args])
-        except SystemExit as exc:  # argparse's usage errors
+        except SystemExit as exc:  # pragma: no cover - main returns its exit code
             code = int(exc.code or 0)
     out, err = capsys.readouterr()
     return code, out, err
@@ -87,6 +87,8 @@ def test_options(policy: pathlib.Path, capsys: pytest.CaptureFixture[str]) -> No
     intern = check(*small, "--principal", "ian", "--roles", "staff, intern")
     assert (intern["decision"], intern["rule_id"]) == ("deny", "interns")
     assert check("--tool", "x", "--args", "{}")["decision"] == "escalate"  # default risk high
+    same = check("--tool", "x", "--args", "{}", "--json", "--db", "unused.db")  # (accepted)
+    assert same["decision"] == "escalate" and not (policy.parent / "unused.db").exists()
     assert check("--tool", "x", "--args", "{}", "--risk", "low")["decision"] == "allow"
     mail = ["--tool", "send", "--args", "{}", "--risk", "low", "--category",
             "external_communication"]  # fmt: skip
@@ -103,9 +105,18 @@ def test_options(policy: pathlib.Path, capsys: pytest.CaptureFixture[str]) -> No
         (["--tool", "t", "--args", "[1]"], 2, "--args must be a JSON object"),
         (["--tool", "t", "--args", "{}", "--facts", "1"], 2, "--facts must be a JSON object"),
         (["--tool", "t", "--args", "{}", "--roles", "a"], 2, "--roles needs --principal"),
-        (["--tool", "t", "--args", "{}", "--risk", "severe"], 2, "invalid choice: 'severe'"),
-        (["--tool", "t", "--args", "{}", "--category", "money"], 2, "invalid choice: 'money'"),
-        (["--args", "{}"], 2, "the following arguments are required: --tool"),
+        (
+            ["--tool", "t", "--args", "{}", "--risk", "severe"],
+            2,
+            "Invalid value for '--risk': 'severe' is not one of 'low', 'medium', 'high'",
+        ),
+        (
+            ["--tool", "t", "--args", "{}", "--category", "money"],
+            2,
+            "Invalid value for '--category': 'money' is not one of",
+        ),
+        (["--args", "{}"], 2, "Missing option '--tool' (see 'graphflow policy check --help')"),
+        (["--tool", "t", "--args", "{}", "--principal", ""], 2, "principal"),
     ],
 )
 def test_usage_errors_are_one_line_and_exit_2(

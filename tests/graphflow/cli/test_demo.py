@@ -62,3 +62,42 @@ def test_errors_of_a_command_are_one_line(
         assert "'some.db'" in err  # the store that could not be used is named
     else:
         assert "thread 't': a damaged record" in err
+
+
+def test_demo_interactive_asks_once_the_run_paused(tmp_path: pathlib.Path) -> None:
+    proc = subprocess.run(
+        [sys.executable, "-m", "graphflow", "demo", "--interactive", "--db", "d.db"],
+        cwd=tmp_path, input="deny\n", capture_output=True, text=True, timeout=120,
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stderr
+    start, _, rest = proc.stdout.partition("Approve the refund? (approve/deny)")
+    assert "paused" in start and "pause " in start  # the pause is shown before the question
+    assert "human said 'deny'" in rest and "refused refund of 120" in rest
+
+
+def test_demo_answer(tmp_path: pathlib.Path) -> None:
+    proc = subprocess.run(
+        [sys.executable, "-m", "graphflow", "--db", "d.db", "demo", "--answer", "deny"],
+        cwd=tmp_path, capture_output=True, text=True, timeout=120,
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stderr
+    assert "refused refund of 120" in proc.stdout and (tmp_path / "d.db").exists()
+
+
+def test_demo_interactive_and_answer_together_is_a_usage_error(
+    tmp_path: pathlib.Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    db = str(tmp_path / "d.db")
+    assert cli.main(["demo", "--interactive", "--answer", "deny", "--db", db]) == 2
+    out, err = capsys.readouterr()
+    assert out == "" and err.count("\n") == 1 and "--interactive" in err
+    assert not (tmp_path / "d.db").exists()
+
+
+def test_demo_interactive_without_an_answer_is_one_line(tmp_path: pathlib.Path) -> None:
+    proc = subprocess.run(
+        [sys.executable, "-m", "graphflow", "demo", "--interactive", "--db", "d.db"],
+        cwd=tmp_path, input="", capture_output=True, text=True, timeout=120,
+    )  # fmt: skip
+    assert proc.returncode == 1
+    assert proc.stderr == "graphflow: error: aborted: no answer was given\n"

@@ -1,0 +1,86 @@
+"""How long ``graphflow --help`` and ``graphflow threads --json`` take, each a new process.
+
+    python benchmarks/cli_startup.py [--threads 1000] [--runs 15]
+
+Generates a database of ``--threads`` threads (a third of them paused at an interrupt, the
+rest done) in a temporary directory, then runs each command ``--runs`` times with
+``python -m graphflow`` and prints the median and best wall time in milliseconds, next to
+a bare ``python -c pass`` (the interpreter's own start-up, which every command pays).
+Not part of the test suite; the target is under 300 ms for both commands on 1,000 threads.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from typing import TypedDict
+
+from checkpoints import SqliteCheckpointer
+from graphflow import END, START, StateGraph, interrupt
+
+
+class State(TypedDict, total=False):
+    n: int
+    answer: str
+
+
+def step(state: State) -> State:
+    return {"n": state.get("n", 0) + 1}
+
+
+def ask(state: State) -> State:
+    return {"answer": str(interrupt("ok?"))}
+
+
+def generate(path: str, count: int) -> None:
+    """``count`` threads on ``path``: every third one paused, the others done."""
+    done = StateGraph(State).add_node(step).add_edge(START, "step").add_edge("step", END)
+    paused = StateGraph(State).add_node(step).add_node(ask)
+    paused.add_edge(START, "step").add_edge("step", "ask").add_edge("ask", END)
+    store = SqliteCheckpointer(path, synchronous="OFF")  # durability is not measured here
+    graphs = (paused.compile(checkpointer=store), done.compile(checkpointer=store))
+    for i in range(count):
+        graphs[0 if i % 3 == 0 else 1].invoke({"n": i}, thread_id=f"thread-{i:05d}")
+
+
+def timed(argv: list[str], runs: int, cwd: str) -> list[float]:
+    """Wall times in milliseconds of ``runs`` runs of ``argv`` (which must succeed)."""
+    times = []
+    for _ in range(runs):
+        start = time.perf_counter()
+        proc = subprocess.run(argv, cwd=cwd, capture_output=True, text=True, check=False)
+        times.append((time.perf_counter() - start) * 1000)
+        if proc.returncode != 0:
+            raise SystemExit(f"{argv} failed ({proc.returncode}): {proc.stderr.strip()}")
+    return times
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--threads", type=int, default=1000)
+    parser.add_argument("--runs", type=int, default=15)
+    args = parser.parse_args()
+    with tempfile.TemporaryDirectory() as tmp:
+        db = os.path.join(tmp, "bench.db")
+        generate(db, args.threads)
+        cli = [sys.executable, "-m", "graphflow"]
+        listing = f"graphflow threads --json ({args.threads} threads)"
+        cases = {
+            "python -c pass": [sys.executable, "-c", "pass"],
+            "graphflow --help": [*cli, "--help"],
+            listing: [*cli, "threads", "--json", "--db", db],
+        }
+        timed(cases["graphflow --help"], 2, tmp)  # warm the file cache and bytecode
+        print(f"{'command':<44} {'median ms':>10} {'best ms':>8}")
+        for name, argv in cases.items():
+            times = timed(argv, args.runs, tmp)
+            print(f"{name:<44} {statistics.median(times):>10.1f} {min(times):>8.1f}")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,131 @@
+"""What every command shares: exit codes, the one-line error, and the common options.
+
+This module imports click only: ``graphflow --help`` loads it and the command modules, and
+nothing of the engine or the store.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+from collections.abc import Callable
+from typing import Any, TypeVar
+
+import click
+
+OK, ERROR, USAGE, VERIFY_FAILED, NOT_FOUND = 0, 1, 2, 3, 4
+"""The exit codes: 0 ok, 1 error, 2 usage, 3 verification failed, 4 not found."""
+
+DEFAULT_DB = "graphflow.db"
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+
+class CliError(Exception):
+    """A failure the command line reports as one line on stderr with exit ``code``."""
+
+    def __init__(self, message: str, code: int = ERROR):
+        super().__init__(message)
+        self.code = code
+
+
+class NotFound(CliError):
+    """An unknown thread, pause or call, or a database file that does not exist (exit 4)."""
+
+    def __init__(self, message: str):
+        super().__init__(message, NOT_FOUND)
+
+
+class Usage(CliError):
+    """Bad command line input that click does not see, such as ``--input`` that is not
+    JSON (exit 2)."""
+
+    def __init__(self, message: str):
+        super().__init__(message, USAGE)
+
+
+def one_line(text: str) -> str:
+    """``text`` on one line (newlines and runs of spaces become one space)."""
+    return " ".join(text.split())
+
+
+def fail(error: BaseException | str, code: int = ERROR) -> int:
+    """Print one line for ``error`` on stderr; return ``code`` (the exit code of an error)."""
+    text = one_line(str(error)) or type(error).__name__
+    print(f"graphflow: error: {text}", file=sys.stderr)
+    return code
+
+
+# -- --db ----------------------------------------------------------------------------------
+def db_option(fn: F) -> F:
+    """``--db PATH``, taken by every command (and by ``graphflow`` itself, before the
+    command name); see ``database``."""
+    return click.option(
+        "--db",
+        "db",
+        metavar="PATH",
+        default=None,
+        help=f"SQLite database file (default: $GRAPHFLOW_DB, else ./{DEFAULT_DB})",
+    )(fn)
+
+
+def database(ctx: click.Context, given: str | None) -> str:
+    """The database path of a command: its own ``--db``, else the one given before the
+    command name, else ``$GRAPHFLOW_DB``, else ``graphflow.db`` in the current directory."""
+    if given:
+        return given
+    root = ctx.find_root().params.get("db")
+    if root:
+        return str(root)
+    return os.environ.get("GRAPHFLOW_DB") or DEFAULT_DB
+
+
+def existing_database(ctx: click.Context, given: str | None) -> str:
+    """``database``, which must be a file that exists: commands that read or answer
+    threads never create one (exit 4 naming it)."""
+    path = database(ctx, given)
+    if not os.path.exists(path):
+        raise NotFound(
+            f"database {path!r} does not exist (nothing was created); pass --db with the "
+            "file your graph runs on, or set GRAPHFLOW_DB"
+        )
+    return path
+
+
+# -- --json and output ---------------------------------------------------------------------
+def json_option(fn: F) -> F:
+    """``--json``: print one JSON document on stdout instead of text."""
+    return click.option(
+        "--json", "as_json", is_flag=True, help="print one JSON document (a stable contract)"
+    )(fn)
+
+
+def print_json(document: Any) -> None:
+    """Print ``document`` (already made of JSON types: see ``graphflow.cli.encode``)."""
+    click.echo(json.dumps(document, ensure_ascii=False, allow_nan=False))
+
+
+def graph_option(required: bool) -> Callable[[F], F]:
+    """``--graph module:attribute``: the ``CompiledGraph`` to run (see ``load.graph``)."""
+    help = "the CompiledGraph, as MODULE:ATTRIBUTE (MODULE is imported from the current directory)"
+    if not required:
+        help = "the graph (MODULE:ATTRIBUTE), to read the state with its schema and types"
+    return click.option("--graph", "graph_ref", metavar="MODULE:ATTR", required=required,
+                        help=help)  # fmt: skip
+
+
+def parse_json(text: str, option: str) -> Any:
+    """``text`` parsed as JSON; a usage error (exit 2) naming ``option`` otherwise."""
+    try:
+        return json.loads(text)
+    except ValueError as e:
+        raise Usage(f"{option} is not JSON: {e}") from None
+
+
+def json_object(text: str, option: str) -> dict[str, Any]:
+    """``parse_json`` of a JSON object."""
+    value = parse_json(text, option)
+    if not isinstance(value, dict):
+        raise Usage(f"{option} must be a JSON object, not {type(value).__name__}")
+    return value

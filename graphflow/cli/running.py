@@ -1,0 +1,182 @@
+"""Running graphs: ``run``, ``resume``, ``draw`` and ``demo``.
+
+``run`` and ``resume`` run the ``--graph`` on ``--db`` (its own checkpointer is replaced by
+a ``SqliteCheckpointer`` on that file). Without ``--json`` they print each step as it
+happens (``--debug``: every event) and end with the status and any pauses; with ``--json``
+they print one document at the end: the ``RunResult``.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import click
+
+from graphflow.cli.common import (
+    Usage,
+    database,
+    db_option,
+    existing_database,
+    graph_option,
+    json_option,
+    parse_json,
+    print_json,
+)
+
+
+def _execute(
+    graph: Any, value: Any, thread: str, principal: str | None, debug: bool, as_json: bool
+) -> None:
+    """Run ``graph`` on ``thread`` and print what happens."""
+    from graphflow.cli.encode import encode
+
+    if as_json:
+        print_json(encode(graph.invoke(value, thread_id=thread, principal=principal)))
+        return
+    from graphflow.cli import render
+
+    mode = "debug" if debug else "updates"
+    last = None
+    for event in graph.stream(value, thread_id=thread, principal=principal, mode=mode):
+        line = render.event(event)
+        if line is not None:
+            click.echo(line)
+        last = event
+    if last is None or last.type == "done":
+        state = render.compact(last.data if last is not None else None, render.WIDTH)
+        click.echo(f"thread {thread}: done; state {state}")
+        return
+    pauses = list(last.data)
+    plural = "answer" if len(pauses) == 1 else f"{len(pauses)} answers"
+    click.echo(f"thread {thread}: paused, waiting for {plural}")
+    for p in pauses:
+        for line in render.pause(p):
+            click.echo(f"  {line}")
+
+
+_principal = click.option("--principal", metavar="ID", help="who the run acts for")
+_debug = click.option(
+    "--debug", is_flag=True, help="print every event (tasks, checkpoints), not only updates"
+)
+
+
+@click.command("run")
+@graph_option(required=True)
+@click.option("--thread", metavar="ID", required=True, help="the thread to run or continue")
+@click.option(
+    "--input",
+    "input_json",
+    metavar="JSON",
+    required=True,
+    help="the input, a JSON object (null: continue the thread from its last checkpoint)",
+)
+@_principal
+@_debug
+@json_option
+@db_option
+@click.pass_context
+def run_command(
+    ctx: click.Context,
+    graph_ref: str,
+    thread: str,
+    input_json: str,
+    principal: str | None,
+    debug: bool,
+    as_json: bool,
+    db: str | None,
+) -> None:
+    """Run or continue a thread, printing each step.
+
+    Ends with the status and any pauses (with --json: the RunResult)."""
+    value = parse_json(input_json, "--input")
+    if value is not None and not isinstance(value, dict):
+        raise Usage(f"--input must be a JSON object or null, not {type(value).__name__}")
+    from graphflow.cli import load
+
+    compiled = load.graph(graph_ref)  # before the database file is made
+    path = database(ctx, db)
+    ctx.meta["graphflow.db"] = path
+    _execute(load.on_store(compiled, path), value, thread, principal, debug, as_json)
+
+
+@click.command("resume")
+@click.argument("thread")
+@graph_option(required=True)
+@_principal
+@_debug
+@json_option
+@db_option
+@click.pass_context
+def resume_command(
+    ctx: click.Context,
+    thread: str,
+    graph_ref: str,
+    principal: str | None,
+    debug: bool,
+    as_json: bool,
+    db: str | None,
+) -> None:
+    """Resume a thread now.
+
+    Applies its recorded answers and runs until it ends or pauses again."""
+    from graphflow.cli import load
+
+    path = existing_database(ctx, db)
+    ctx.meta["graphflow.db"] = path
+    _execute(load.on_store(load.graph(graph_ref), path), None, thread, principal, debug, as_json)
+
+
+@click.command("draw")
+@graph_option(required=True)
+@json_option
+@db_option
+def draw_command(graph_ref: str, as_json: bool, db: str | None) -> None:
+    """Print the graph as a Mermaid flowchart.
+
+    --db is accepted and not used."""
+    from graphflow.cli import load
+
+    graph = load.graph(graph_ref)
+    text = graph.draw_mermaid()
+    if as_json:
+        print_json({"name": graph.name, "mermaid": text})
+        return
+    click.echo(text.rstrip("\n"))
+
+
+def _ask() -> str:
+    return str(
+        click.prompt(
+            "Approve the refund? (approve/deny)",
+            type=click.Choice(["approve", "deny"]),
+            default="approve",
+        )
+    )
+
+
+@click.command("demo")
+@click.option("--interactive", is_flag=True, help="ask for the answer on the terminal")
+@click.option(
+    "--answer",
+    type=click.Choice(["approve", "deny"]),
+    default=None,
+    help="the human's answer (default: approve)",
+)
+@db_option
+@click.pass_context
+def demo_command(ctx: click.Context, interactive: bool, answer: str | None, db: str | None) -> None:
+    """Run the approval demo on SQLite.
+
+    A workflow pauses in this process and is resumed by thread id in a new one."""
+    if interactive and answer is not None:
+        raise Usage("--interactive asks for the answer: give it or --answer, not both")
+    from graphflow import demo
+
+    path = database(ctx, db)
+    ctx.meta["graphflow.db"] = path
+    code = demo.main(path, _ask if interactive else answer or "approve")
+    if code:
+        ctx.exit(code)
+
+
+COMMANDS = (run_command, resume_command, draw_command, demo_command)

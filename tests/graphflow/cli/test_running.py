@@ -1,0 +1,133 @@
+"""``run``, ``resume`` and ``draw``: what they print, and a ``--graph`` that does not load."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from .conftest import CALL, USER, Cli
+
+
+def test_run_prints_each_step_and_ends_with_the_pauses(cli: Cli) -> None:
+    got = cli("run", "--graph", "flows:nested", "--thread", "n1", "--input", "{}")
+    assert got.code == 0 and got.stderr == ""
+    lines = got.stdout.splitlines()
+    assert lines[0] == '[step 0] first -> {"verdict": "drafted"}'
+    assert lines[1] == '[step 1] sub.check paused (interrupt): "inner ok?"'
+    assert lines[2] == "thread n1: paused, waiting for answer"
+    assert lines[3].startswith("  pause ") and " interrupt  node sub.check  thread n1 " in lines[3]
+    assert lines[4] == '    value  "inner ok?"'
+    assert lines[5].startswith("    answer with: graphflow answer n1 ")
+
+
+def test_run_of_a_tool_call_shows_the_call(cli: Cli) -> None:
+    got = cli("run", "--graph", "flows:graph", "--thread", "t1", "--input", json.dumps(USER))
+    assert got.code == 0, got.stderr
+    assert got.stdout.splitlines()[0] == (
+        "[step 0] file_manager paused (tool_confirmation): delete_file "
+        '{"path": "/data/report.csv"} (call call_1)'
+    )
+    assert f"answer with: graphflow approve t1 {CALL}" in got.stdout
+
+
+def test_run_debug_prints_every_event(cli: Cli) -> None:
+    got = cli("run", "--graph", "flows:nested", "--thread", "n1", "--input", "{}", "--debug")
+    assert got.code == 0, got.stderr
+    assert "[step 0] first started (attempt 1)" in got.stdout
+    assert "[step 0] first completed" in got.stdout
+    assert "checkpoint " in got.stdout and "(next: sub)" in got.stdout
+
+
+def test_run_json_is_the_run_result(cli: Cli) -> None:
+    doc = cli.start("t1").json()
+    assert set(doc) == {"status", "state", "pauses", "thread_id", "checkpoint_id",
+                        "ignored_decisions"}  # fmt: skip
+    assert (doc["status"], doc["thread_id"], doc["ignored_decisions"]) == ("paused", "t1", [])
+    (pause,) = doc["pauses"]
+    assert pause["request"]["function_call_id"] == CALL
+    assert doc["state"]["messages"][0]["content"] == "delete the report"
+
+
+def test_the_whole_flow_with_a_principal(cli: Cli) -> None:
+    cli.start("t1")
+    assert cli("approve", "t1", CALL, "--by", "alice").code == 0
+    got = cli("resume", "t1", "--graph", "flows:graph", "--principal", "alice")
+    assert got.code == 0, got.stderr
+    assert got.stdout.splitlines()[0].startswith("[step 0] file_manager -> {")
+    assert "review paused (interrupt)" in got.stdout
+    (pause,) = cli("pauses", "t1", "--json").json()
+    assert cli("answer", "t1", pause["pause_id"], '"ship it"').code == 0
+    done = cli("resume", "t1", "--graph", "flows:graph")
+    assert done.code == 0
+    assert done.stdout.splitlines()[-1].startswith('thread t1: done; state {"messages": ')
+
+
+def test_run_with_null_input_continues_and_a_paused_thread_refuses_input(cli: Cli) -> None:
+    cli.start("t1")
+    again = cli("run", "--graph", "flows:graph", "--thread", "t1", "--input", "null", "--json")
+    assert again.code == 0 and again.json()["status"] == "paused"  # answers nothing: same pause
+    refused = cli("run", "--graph", "flows:graph", "--thread", "t1", "--input", "{}")
+    assert refused.code == 1 and refused.stdout == ""
+    assert "thread 't1' is paused at" in refused.error
+
+
+@pytest.mark.parametrize(
+    ("ref", "source", "message"),
+    [
+        ("missing:graph", None,
+         "--graph 'missing:graph': no module named 'missing' in the current directory"),
+        ("broken:graph", "import not_a_module_anywhere\n",
+         "--graph 'broken:graph': importing 'broken' failed: No module named "
+         "'not_a_module_anywhere'"),
+        ("broken:graph", "raise RuntimeError('boom')\n",
+         "--graph 'broken:graph': importing 'broken' failed: RuntimeError: boom"),
+        ("broken:graph", "def f(:\n",
+         "--graph 'broken:graph': importing 'broken' failed: SyntaxError:"),
+        ("flows:nothing", None,
+         "--graph 'flows:nothing': module 'flows' has no attribute 'nothing'"),
+        ("flows:uncompiled", None,
+         "--graph 'flows:uncompiled' is a StateGraph, not a CompiledGraph; call .compile() on it"),
+        ("flows:USER", None, "--graph 'flows:USER' is a dict, not a CompiledGraph"),
+    ],
+)  # fmt: skip
+def test_a_graph_that_does_not_load_is_exit_1_naming_it(
+    cli: Cli, ref: str, source: str | None, message: str
+) -> None:
+    if source is not None:
+        (cli.cwd / "broken.py").write_text(source)
+    (cli.cwd / "flows.py").write_text((cli.cwd / "flows.py").read_text() + "USER = {}\n")
+    for args in (["run", "--graph", ref, "--thread", "t", "--input", "{}"],
+                 ["draw", "--graph", ref]):  # fmt: skip
+        got = cli(*args)
+        assert got.code == 1 and got.stdout == ""
+        assert got.error.startswith(f"graphflow: error: {message}"), got.error
+    assert not (cli.cwd / "g.db").exists()  # nothing was created
+
+
+def test_resume(cli: Cli) -> None:
+    cli.start("t1")
+    assert cli("approve", "t1", CALL).code == 0
+    doc = cli("resume", "t1", "--graph", "flows:graph", "--json").json()
+    assert doc["status"] == "paused" and doc["pauses"][0]["node"] == "review"
+    tool = doc["state"]["messages"][2]
+    assert tool["role"] == "tool" and "/data/report.csv" in tool["content"]
+
+
+def test_resume_bad_input(cli: Cli) -> None:
+    cli.start("t1")
+    unknown = cli("resume", "nope", "--graph", "flows:graph")
+    assert unknown.code == 4 and unknown.stdout == "" and "no thread 'nope'" in unknown.error
+    assert cli("resume", "t1").code == 2  # --graph is required
+    assert cli("resume", "t1", "--graph", "flows:nothing").code == 1
+
+
+def test_draw(cli: Cli) -> None:
+    got = cli("draw", "--graph", "flows:graph")
+    assert got.code == 0 and got.stderr == ""
+    assert got.stdout.startswith("flowchart TD\n")
+    assert "file_manager --> review" in got.stdout
+    doc = cli("draw", "--graph", "flows:graph", "--json").json()
+    assert doc["name"] == "files" and doc["mermaid"] == got.stdout
+    assert not (cli.cwd / "g.db").exists()  # draw does not open the database
+    assert cli("draw").code == 2

@@ -1,0 +1,177 @@
+"""``threads``, ``show``, ``history``, ``pauses``: text and ``--json``, and their bad input."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+
+from graphflow.types import ToolConfirmationRequest
+
+from .conftest import CALL, Cli
+
+RFC3339 = r"^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{6}Z$"
+
+
+def test_threads_lists_and_filters(cli: Cli) -> None:
+    cli.start("t1")
+    cli.start("t2")
+    assert cli("cancel", "t2", "--reason", "not needed").code == 0
+    rows = cli("threads", "--json").json()
+    assert [(r["thread_id"], r["status"], r["pending_pauses"]) for r in rows] == [
+        ("t2", "cancelled", 0),
+        ("t1", "paused", 1),
+    ]
+    assert set(rows[0]) == {
+        "thread_id", "status", "updated_at", "pending_pauses", "graph_name", "created_at"
+    }  # fmt: skip
+    assert rows[1]["graph_name"] == "files"
+    import re
+
+    assert re.match(RFC3339, rows[1]["updated_at"]) and re.match(RFC3339, rows[1]["created_at"])
+    paused = cli("threads", "--status", "paused", "--json").json()
+    assert [r["thread_id"] for r in paused] == ["t1"]
+    both = cli("threads", "--status", "paused", "--status", "cancelled", "--json").json()
+    assert [r["thread_id"] for r in both] == ["t2", "t1"]
+    text = cli("threads")
+    assert text.code == 0 and text.stderr == ""
+    header, *lines = text.stdout.splitlines()
+    assert header.split() == ["THREAD", "STATUS", "PENDING", "PAUSES", "UPDATED"]
+    assert [line.split()[:3] for line in lines] == [["t2", "cancelled", "0"], ["t1", "paused", "1"]]
+    assert cli("threads", "--status", "done").stdout == "no threads with status done\n"
+
+
+def test_show(cli: Cli) -> None:
+    cli.start("t1")
+    snap = cli("show", "t1", "--json").json()
+    assert set(snap) == {
+        "values", "next", "tasks", "pauses", "step", "checkpoint_id",
+        "parent_checkpoint_id", "created_at", "metadata",
+    }  # fmt: skip
+    assert snap["next"] == ["file_manager"]
+    assert snap["values"]["messages"][0]["content"] == "delete the report"
+    (task,) = snap["tasks"]
+    assert (task["name"], task["status"], task["attempts"]) == ("file_manager", "paused", 1)
+    assert task["pauses"][0]["request"]["function_call_id"] == CALL
+    assert snap["pauses"] == task["pauses"]
+    text = cli("show", "t1")
+    assert text.code == 0 and text.stderr == ""
+    assert "next: file_manager" in text.stdout
+    assert "file_manager  paused  attempts 1" in text.stdout
+    assert '"delete the report"' in text.stdout
+
+
+def test_show_with_the_graph_types_the_state(cli: Cli) -> None:
+    cli.start("t1")
+    typed = cli("show", "t1", "--graph", "flows:graph", "--json").json()
+    untyped = cli("show", "t1", "--json").json()
+    assert typed == untyped  # the messages are revived by the library's own registrations
+    assert typed["values"]["verdict"] == ""
+
+
+def test_show_subgraphs(cli: Cli) -> None:
+    got = cli("run", "--graph", "flows:nested", "--thread", "n1", "--input", "{}", "--json")
+    assert got.json()["status"] == "paused"
+    flat = cli("show", "n1", "--json").json()
+    assert [t["state"] for t in flat["tasks"]] == [None]
+    for extra in ([], ["--graph", "flows:nested"]):  # with or without the graph's code
+        deep = cli("show", "n1", "--subgraphs", *extra, "--json").json()
+        (task,) = deep["tasks"]
+        assert task["name"] == "sub"
+        inner = task["state"]
+        assert inner["next"] == ["check"]
+        assert inner["tasks"][0]["pauses"][0]["value"] == "inner ok?"
+        assert inner["tasks"][0]["pauses"][0]["node"] == "sub.check"
+    text = cli("show", "n1", "--subgraphs").stdout
+    assert "    next: check" in text
+
+
+def test_show_and_history_of_an_unknown_thread_are_exit_4(cli: Cli) -> None:
+    cli.start("t1")
+    for command in ("show", "history"):
+        got = cli(command, "nope", "--json")
+        assert got.code == 4 and got.stdout == ""
+        assert got.error == (
+            f"graphflow: error: no thread 'nope' in database {cli.db!r}; `graphflow threads` "
+            "lists them"
+        )
+
+
+def test_history_newest_first(cli: Cli) -> None:
+    cli.start("t1")
+    assert cli("approve", "t1", CALL, "--json").code == 0
+    assert cli("resume", "t1", "--graph", "flows:graph", "--json").code == 0
+    snaps = cli("history", "t1", "--json").json()
+    steps = [s["step"] for s in snaps]
+    assert steps == sorted(steps, reverse=True) and len(steps) >= 2
+    assert snaps[0]["next"] == ["review"]
+    assert [s["metadata"]["source"] for s in snaps][-1] == "input"
+    limited = cli("history", "t1", "--limit", "1", "--json").json()
+    assert limited == snaps[:1]
+    text = cli("history", "t1")
+    header, *rows = text.stdout.splitlines()
+    assert header.split()[:3] == ["STEP", "CHECKPOINT", "SOURCE"] and len(rows) == len(snaps)
+    assert cli("history", "t1", "--limit", "0").code == 2
+
+
+def test_pauses_show_the_full_confirmation_payload(cli: Cli) -> None:
+    cli.start("t1")
+    got = cli("pauses", "t1", "--json")
+    assert got.code == 0 and got.stderr == ""
+    (p,) = got.json()
+    assert {"thread_id", "pause_id", "kind", "node", "checkpoint_id", "value", "request"} <= set(p)
+    assert (p["thread_id"], p["kind"], p["node"]) == ("t1", "tool_confirmation", "file_manager")
+    fields = {f.name for f in dataclasses.fields(ToolConfirmationRequest)}
+    assert set(p["request"]) == fields  # every field the request has
+    assert p["request"]["tool_name"] == "delete_file"
+    assert p["request"]["args"] == {"path": "/data/report.csv"}
+    assert p["request"]["fingerprint"].startswith("sha256:")
+    text = cli("pauses", "t1").stdout
+    for name in ("tool", "call id", "args", "fingerprint", "agent"):
+        assert f"\n  {name} " in text
+    assert '{"path": "/data/report.csv"}' in text
+    assert f"graphflow approve t1 {CALL}" in text
+
+
+def test_pauses_of_every_paused_thread(cli: Cli) -> None:
+    cli.start("t0")
+    assert cli("cancel", "t0", "--reason", "r").code == 0
+    assert cli("pauses", "--json").json() == []
+    assert cli("pauses").stdout == "no pending pauses\n"
+    cli.start("t1")
+    cli.start("t2")
+    got = cli("run", "--graph", "flows:nested", "--thread", "n1", "--input", "{}", "--json")
+    assert got.code == 0
+    found = cli("pauses", "--json").json()
+    assert sorted((p["thread_id"], p["kind"]) for p in found) == [
+        ("n1", "interrupt"), ("t1", "tool_confirmation"), ("t2", "tool_confirmation"),
+    ]  # fmt: skip
+    interrupt = next(p for p in found if p["kind"] == "interrupt")
+    assert interrupt["request"] is None and interrupt["value"] == "inner ok?"
+    assert "graphflow answer n1 " in cli("pauses").stdout
+
+
+def test_pauses_of_an_unknown_thread_is_exit_4(cli: Cli) -> None:
+    cli.start("t1")
+    got = cli("pauses", "nope", "--json")
+    assert got.code == 4 and got.stdout == "" and "no thread 'nope'" in got.error
+
+
+def test_a_type_of_the_graph_read_without_it_says_to_pass_it(cli: Cli) -> None:
+    (cli.cwd / "typed.py").write_text(
+        "from pydantic import BaseModel\n"
+        "from graphflow import END, START, StateGraph, interrupt\n"
+        "class Item(BaseModel):\n    name: str\n"
+        "class S(BaseModel):\n    item: Item | None = None\n"
+        "def a(s: S) -> dict:\n    interrupt('ok?')\n    return {}\n"
+        "def b(s: S) -> dict:\n    return {'item': Item(name='x')}\n"
+        "g = StateGraph(S).add_node(a).add_node(b).add_edge(START, 'b').add_edge('b', 'a')\n"
+        "graph = g.add_edge('a', END).compile()\n"
+    )
+    assert cli.sub("run", "--graph", "typed:graph", "--thread", "t", "--input", "{}").code == 0
+    without = cli.sub("show", "t", "--json")
+    assert without.code == 1 and without.stdout == ""
+    assert "'typed.Item' is not registered" in without.error
+    assert without.error.endswith("pass --graph MODULE:ATTR")
+    with_graph = cli.sub("show", "t", "--graph", "typed:graph", "--json")
+    assert with_graph.code == 0
+    assert json.loads(with_graph.stdout)["values"]["item"] == {"name": "x"}

@@ -1,0 +1,74 @@
+"""``import graphflow`` alone imports no engine; the first public name loads the whole API.
+
+A light submodule (``graphflow.cli`` for ``graphflow --help``) must not pay for the engine;
+a user of ``graphflow.X`` gets exactly what an eager import gave.
+"""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+
+def _run(code: str) -> str:
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    assert out.returncode == 0, out.stderr
+    return out.stdout.strip()
+
+
+def test_importing_graphflow_loads_no_submodule() -> None:
+    code = (
+        "import sys, graphflow\n"
+        "print(sorted(m for m in sys.modules if m.startswith(('graphflow.', 'checkpoints'))))"
+    )
+    assert _run(code) == "[]"
+
+
+def test_a_public_name_loads_the_api_and_compile_works() -> None:
+    code = (
+        "import sys\n"
+        "from typing import TypedDict\n"
+        "from graphflow import StateGraph, START, END\n"
+        "import graphflow\n"
+        "class S(TypedDict):\n    x: int\n"
+        "g = StateGraph(S).add_node('a', lambda s: {'x': 1}).add_edge(START, 'a')\n"
+        "g = g.add_edge('a', END).compile()\n"
+        "print(type(g).__name__, g.invoke({'x': 0}).state, 'graphflow.compiled' in sys.modules,\n"
+        "      sorted(set(graphflow.__all__) - set(vars(graphflow))))"
+    )
+    assert _run(code) == "CompiledGraph {'x': 1} True []"
+
+
+def test_send_is_storable_without_the_top_level_names() -> None:
+    """``Send`` registers itself where it is defined: a process that reaches it through a
+    submodule can store it."""
+    code = (
+        "from checkpoints import serde\n"
+        "from graphflow.types import Send\n"
+        "print(serde.loads(serde.dumps(Send('n', {'a': 1}))))"
+    )
+    assert _run(code) == "Send(node='n', arg={'a': 1})"
+
+
+def test_unknown_names_and_dir() -> None:
+    import graphflow
+
+    assert "StateGraph" in dir(graphflow)
+    try:
+        graphflow.no_such_name  # noqa: B018
+    except AttributeError as e:
+        assert "no_such_name" in str(e)
+    else:  # pragma: no cover
+        raise AssertionError("no AttributeError")
+
+
+def test_the_builder_alone_compiles() -> None:
+    """A program that imports only ``graphflow.builder`` still compiles and runs a graph."""
+    code = (
+        "from typing import TypedDict\n"
+        "from graphflow.builder import StateGraph\n"
+        "class S(TypedDict):\n    x: int\n"
+        "g = StateGraph(S).add_node('a', lambda s: {'x': 1}).add_edge('__start__', 'a')\n"
+        "print(g.add_edge('a', '__end__').compile().invoke({'x': 0}).state)"
+    )
+    assert _run(code) == "{'x': 1}"
