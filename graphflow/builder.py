@@ -26,6 +26,7 @@ from graphflow.validate import validate
 if TYPE_CHECKING:  # (types only: compiled is a layer above)
     from checkpoints import Checkpointer
     from graphflow.compiled import CompiledGraph
+    from graphflow.evidence import EvidenceLog
 
 _COMPILER: list[Callable[..., Any]] = []
 
@@ -310,9 +311,12 @@ class StateGraph:
         name: str | None = None,
         *,
         lease_ttl: float = 30.0,
+        evidence: EvidenceLog | bool | None = None,
     ) -> CompiledGraph:
         """Validate the graph (``GraphValidationError``) and return a runnable
-        ``CompiledGraph`` on ``checkpointer``."""
+        ``CompiledGraph`` on ``checkpointer``. ``evidence``: the evidence log of its tool
+        calls and pauses (an ``EvidenceLog``; None: the default one beside the store;
+        False: none, and then high-risk tool calls do not run; see ``graphflow.audit``)."""
         if not _COMPILER:
             # Only the builder was imported so far (the package root binds its names on
             # first use): load the layer above, which registers how a spec is compiled.
@@ -321,6 +325,7 @@ class StateGraph:
         graph: CompiledGraph = _COMPILER[0](
             self.spec(interrupt_before, interrupt_after, name, lease_ttl=lease_ttl),
             checkpointer,
+            evidence=evidence,
         )
         return graph
 

@@ -19,11 +19,13 @@ from checkpoints.base import Checkpointer
 from checkpoints.errors import CorruptCheckpointError
 from checkpoints.models import DecisionRecord, ThreadId, ThreadInfo, ThreadStatus
 from graphflow import _sync, builder
+from graphflow.audit import AuditEntry, audit, check_evidence, resolve_log
 from graphflow.drawing import draw_mermaid
 from graphflow.engine import answers, history, threads, update
 from graphflow.engine.execute import execute
 from graphflow.engine.pauses import UNSET, pause_from_record
 from graphflow.errors import InvalidArgumentError, ThreadNotFoundError
+from graphflow.evidence import EvidenceLog
 from graphflow.spec import GraphSpec
 from graphflow.types import Event, Pause, RunResult, StateSnapshot, StreamMode
 
@@ -34,7 +36,13 @@ STREAM_MODES: tuple[str, ...] = get_args(StreamMode)
 class CompiledGraph:
     """A validated graph, ready to run. Build it with ``StateGraph.compile()``."""
 
-    def __init__(self, spec: GraphSpec, checkpointer: Checkpointer | None = None):
+    def __init__(
+        self,
+        spec: GraphSpec,
+        checkpointer: Checkpointer | None = None,
+        *,
+        evidence: EvidenceLog | bool | None = None,
+    ):
         ttl = spec.lease_ttl
         if isinstance(ttl, bool) or not isinstance(ttl, int | float) or not math.isfinite(ttl):
             ttl = -1.0
@@ -45,7 +53,14 @@ class CompiledGraph:
             )
         self.spec = spec
         self.checkpointer = checkpointer
+        self._evidence = check_evidence(evidence)
         self._setup_done = False
+
+    @property
+    def evidence(self) -> EvidenceLog | None:
+        """The evidence log the graph writes to (None: ``compile(evidence=False)``); the
+        default one is opened when first asked for (``graphflow.audit``)."""
+        return resolve_log(self._evidence, self.checkpointer, self)
 
     @property
     def name(self) -> str | None:
@@ -146,6 +161,7 @@ class CompiledGraph:
             recursion_limit=limit,
             sink=sink,
             mode=mode,
+            evidence=self.evidence,
         )
 
     async def astream(
@@ -232,7 +248,13 @@ class CompiledGraph:
         checked = answers.check_decisions(decisions)
         store = await self._ready(thread_id)
         return await threads.submit(
-            store, thread_id, decisions=checked, resume=resume, by=by, reason=reason
+            store,
+            thread_id,
+            decisions=checked,
+            resume=resume,
+            by=by,
+            reason=reason,
+            evidence=self.evidence,
         )
 
     async def alist_decisions(self, thread_id: str) -> list[DecisionRecord]:
@@ -244,21 +266,43 @@ class CompiledGraph:
     async def acancel(self, thread_id: str, *, reason: str, by: str | None = None) -> None:
         """End a thread: it runs nothing more; the reason and actor are recorded."""
         store = await self._ready(thread_id)
-        await threads.cancel(self.spec, store, thread_id, reason=reason, by=by)
+        await threads.cancel(
+            self.spec, store, thread_id, reason=reason, by=by, evidence=self.evidence
+        )
 
     async def afreeze(self, thread_id: str, *, by: str | None = None, reason: str) -> None:
         """Freeze a thread (incident response): no run starts and no decision applies until
         ``unfreeze``; a run raises ``ThreadFrozenError``. Recorded with ``by`` and
         ``reason``."""
         store = await self._ready(thread_id)
-        await threads.freeze(self.spec, store, thread_id, by=by, reason=reason)
+        await threads.freeze(
+            self.spec, store, thread_id, by=by, reason=reason, evidence=self.evidence
+        )
 
     async def aunfreeze(self, thread_id: str, *, by: str | None = None, reason: str) -> None:
         """Unfreeze a frozen thread: it is as it was before it froze."""
         store = await self._ready(thread_id)
-        await threads.unfreeze(self.spec, store, thread_id, by=by, reason=reason)
+        await threads.unfreeze(
+            self.spec, store, thread_id, by=by, reason=reason, evidence=self.evidence
+        )
 
     # -- state and history ----------------------------------------------------------------------
+    async def aaudit(self, thread_id: str) -> list[AuditEntry]:
+        """The thread's audit trail from the evidence log, in order (``AuditEntry``:
+        proposal -> policy -> pause -> decision -> dispatch -> result, each with its
+        checkpoint and pause id; decisions that did not apply with their reason)."""
+        log = self.evidence
+        if log is None:
+            raise InvalidArgumentError(
+                "this graph keeps no evidence (compile(evidence=False)): there is no trail"
+            )
+        store = None
+        if self.checkpointer is not None:
+            store = await self._ready(thread_id)
+            if await store.get_thread(ThreadId(thread_id)) is None:
+                raise ThreadNotFoundError(thread_id)
+        return await audit(log, store, thread_id)
+
     async def aget_state(
         self, thread_id: str, *, checkpoint_id: str | None = None, subgraphs: bool = False
     ) -> StateSnapshot | None:
@@ -311,6 +355,7 @@ class CompiledGraph:
     get_state = _sync.sync_method(aget_state, "get_state")
     get_state_history = _sync.sync_method(aget_state_history, "get_state_history")
     update_state = _sync.sync_method(aupdate_state, "update_state")
+    audit = _sync.sync_method(aaudit, "audit")
 
     # -- drawing --------------------------------------------------------------------------------
     def draw_mermaid(self) -> str:

@@ -6,9 +6,17 @@ thread by code that graphflow or checkpoints called raises ``blockbuster.Blockin
 the test fails. A test body's own blocking calls are its business. graphflow's sync API
 runs each call on a private loop where blocking I/O is allowed
 (``checkpoints.blocking.inline_io``, also set on the lease keeper's loop): not reported.
+
+Every evidence event any test writes is validated against the AAEF schema (``EvidenceLog``
+reads ``GRAPHFLOW_EVIDENCE_VALIDATE``; child processes inherit it): an event that does not
+fit fails the test that wrote it.
 """
 
 from __future__ import annotations
+
+import os
+
+os.environ["GRAPHFLOW_EVIDENCE_VALIDATE"] = "1"
 
 from collections.abc import Callable, Iterator
 from typing import Any

@@ -113,6 +113,10 @@ class Confirmation:
     key: str
     request: ToolConfirmationRequest
     refusal: str | None = None
+    refusals: tuple[tuple[str, Decision, str], ...] = ()
+    """Every answer refused on the way, with the key of the pause it answered and why."""
+    by_handler: bool = False
+    """Whether the decision came from the agent's confirmation handler."""
 
 
 async def decision_on(
@@ -132,6 +136,7 @@ async def decision_on(
     arguments, the principal or the policy version changed since) is refused the same way.
     """
     refusal: str | None = None
+    refusals: list[tuple[str, Decision, str]] = []
     n = 0
     k = key
     while True:
@@ -148,15 +153,17 @@ async def decision_on(
         d = Decision.coerce(ans)
         refusal = why or refusal_of(agent, d, req, gate)
         if refusal is None:
-            return Confirmation(d, k, req)
+            return Confirmation(d, k, req, refusals=tuple(refusals))
         await _record_refusal(ctx, ctx.pause_id(answered), d, ans, req, refusal)
+        refusals.append((answered, d, refusal))
         if answered != k:  # a stale answer: this key's pause is the new one
-            return Confirmation(None, k, req, refusal)
+            return Confirmation(None, k, req, refusal, tuple(refusals))
         n += 1
         k = f"{key}:r{n}"
     if gate.decision == "requires_human_approval" and agent.confirmation_handler is not None:
-        return Confirmation(await ask_handler(agent, ctx, proposal, req), k, req, refusal)
-    return Confirmation(None, k, req, refusal)
+        decided = await ask_handler(agent, ctx, proposal, req)
+        return Confirmation(decided, k, req, refusal, tuple(refusals), decided is not None)
+    return Confirmation(None, k, req, refusal, tuple(refusals))
 
 
 async def _expiring(

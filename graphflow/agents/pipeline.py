@@ -16,13 +16,16 @@ For every call the model proposes, in order (API.md, "Decisions and authorizatio
    it, so an approval given for another digest (changed arguments, another principal, a
    new policy version) answers nothing and the call pauses again with the reason; an
    approval also expires (``Decision.approve(expires_at=...)`` or the rule's
-   ``expires_in``, counted from when the call first paused);
+   ``expires_in``, counted from when the call first paused). The call's evidence is
+   written before it runs: a high or critical risk call whose evidence cannot be written
+   does not run (it pauses, deferred, with ``"evidence unavailable: ..."``, evaluated again
+   on every run); a low risk one runs and its gap is recorded;
 5. **execute**: at most once per proposal (``NodeContext.dispatch_once``);
 6. **after-tool callbacks**: inspect or replace the result; memoized like the first ones.
 
-Every stage's outcome is a ``StageRecord`` (``graphflow.auth.records``), kept in
-``CallOutcome.records`` for the evidence log. A high or critical call with no principal
-never runs when the agent has a policy or access control: it escalates. Results of
+Every stage's outcome is an evidence event (``graphflow.agents.trail``). A high or critical
+call with no principal never runs when the agent has a policy or access control: it
+escalates. Results of
 ``untrusted_output`` tools, and input messages marked untrusted, taint the transcript: a
 policy ``allow`` of a high or critical call from a tainted transcript becomes ``escalate``
 (``Policy``); text inside a tool result never counts as an approval (approvals come only
@@ -31,10 +34,11 @@ through ``decisions=``).
 
 from __future__ import annotations
 
+import dataclasses
 import inspect
 import json
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from graphflow.agents.confirm import (
@@ -44,10 +48,10 @@ from graphflow.agents.confirm import (
     request_of,
 )
 from graphflow.agents.tools import Tool, ToolArgumentError
+from graphflow.agents.trail import CallTrail
 from graphflow.auth.context import ToolCallContext
 from graphflow.auth.digest import action_digest
 from graphflow.auth.principal import Principal
-from graphflow.auth.records import StageRecord
 from graphflow.decisions import Decision, tool_call_fingerprint
 from graphflow.engine.context import NodeContext
 from graphflow.engine.pauses import PauseRequest
@@ -80,11 +84,10 @@ class Proposal:
 @dataclass(slots=True)
 class CallOutcome:
     """What became of one proposed call: the tool result text for the model (None when the
-    call paused), whether it is untrusted content, and the record of every stage."""
+    call paused), and whether it is untrusted content."""
 
     content: str | None = None
     untrusted: bool = False
-    records: list[StageRecord] = field(default_factory=list)
 
 
 async def handle_call(
@@ -118,28 +121,13 @@ async def handle_call(
         tainted=taint[0],
         taint_sources=taint[1],
     )
-
-    def record(stage: str, decision: str, reason: str = "", **more: Any) -> None:
-        out.records.append(
-            StageRecord(
-                stage,  # type: ignore[arg-type]
-                call.id,
-                tool.name,
-                decision,
-                reason,
-                principal_id=tctx.principal_id,
-                thread_id=ctx.thread_id,
-                risk=tctx.risk,
-                category=tctx.category,
-                **more,
-            )
-        )
-
+    trail = CallTrail(ctx, proposal, tctx)
+    trail.proposed()
     # 1. access control
     if agent.access_control is not None:
         access = agent.access_control.check(principal, tool)
-        record("access_control", "allow" if access.allowed else "deny", access.reason)
         if not access.allowed:
+            trail.access_denied(access.reason)
             out.content = (
                 f"Tool call {call.id} ({call.name}) was refused: access denied ({access.reason})."
             )
@@ -147,18 +135,12 @@ async def handle_call(
     # 2. before-tool callbacks
     if agent.before_tool:
         skipped = await ctx.step_once(proposal.key("before"), _before, agent.before_tool, tctx)
-        record("before_tool", "skip" if skipped is not None else "continue")
         if skipped is not None:
+            trail.skipped(agent.before_tool[skipped["index"]], skipped["result"])
             out.content = as_text(skipped["result"])
             return out
     # 3. policy and confirmation
     gate = gate_of(agent, tctx)
-    record("policy", gate.decision, gate.reason, rule_id=gate.rule_id, policy_version=gate.version)
-    if gate.decision == "deny":
-        out.content = f"Tool call {call.id} ({call.name}) was denied by policy: {gate.reason}."
-        return out
-    if gate.decision == "freeze":
-        ctx.freeze(f"policy froze the thread at tool call {call.id} ({call.name}): {gate.reason}")
     digest = action_digest(
         tool,
         args,
@@ -166,7 +148,15 @@ async def handle_call(
         thread_id=ctx.thread_id,
         policy_version=gate.version,
     )
-    approved = False
+    trail.policy(gate, digest)
+    if gate.decision == "deny":
+        out.content = f"Tool call {call.id} ({call.name}) was denied by policy: {gate.reason}."
+        return out
+    if gate.decision == "freeze":
+        reason = f"policy froze the thread at tool call {call.id} ({call.name}): {gate.reason}"
+        trail.frozen(gate, reason)
+        ctx.freeze(reason)
+    approval: tuple[str, Decision] | None = None
     if gate.needs_human:
         request = request_of(agent, tool, call, args, tctx, gate, digest)
         # A guarded agent's approval is bound to the digest (the pause id carries it); the
@@ -175,30 +165,46 @@ async def handle_call(
         if agent.policy is not None or agent.access_control is not None:
             key = f"{key}:{digest[7:19]}"
         conf = await decision_on(agent, ctx, proposal, key, request, gate)
-        if conf.refusal:
-            record("confirmation", "refused", conf.refusal, action_digest=digest)
+        for refused_key, refused, why in conf.refusals:
+            trail.refused(refused_key, refused, why)
         decision = conf.decision
         if decision is None:
+            trail.paused(conf.key, conf.request, gate)
             pauses.append(pause_request(conf.key, conf.request, None, conf.refusal))
             return out
+        if conf.by_handler:
+            trail.handler_decided(conf.key, decision)
         if decision.verdict == "deny":
-            record("confirmation", "denied", decision.reason or "", action_digest=digest)
+            trail.denied(conf.key, decision)
             why = f": {decision.reason}" if decision.reason else ""
             out.content = f"Tool call {call.id} ({call.name}) was denied by a human{why}."
             return out
-        record("confirmation", "approved", decision.reason or "", action_digest=digest)
-        approved = True
-        record("dispatch", "allow", "the approval matches the call", action_digest=digest)
+        approval = (conf.key, decision)
+    # 4. dispatch enforcement: the evidence first (fail closed for high and critical risk)
+    unavailable = await trail.dispatch(approval)
+    if unavailable is not None and trail.high:
+        why = f"evidence unavailable: {unavailable}"
+        hold = proposal.key("ev")
+        found, ans = ctx.answer(hold)
+        if found and Decision.coerce(ans).verdict == "deny":
+            out.content = f"Tool call {call.id} ({call.name}) was denied by a human: {why}."
+            return out
+        request = request_of(agent, tool, call, args, tctx, gate, digest)
+        request = dataclasses.replace(request, policy_decision="defer", reason=why)
+        pauses.append(pause_request(hold, request, None, None))
+        return out
     # 5. execute, at most once
-    content = await _dispatch(agent, ctx, proposal, tool, args, pauses, approved)
+    content = await _dispatch(agent, ctx, proposal, tool, args, pauses, trail)
     if content is None:
         return out
     result, ran = content
-    record("execute", "executed" if ran else "failed", "" if ran else str(result))
+    if ran:
+        trail.executed(result, gap=unavailable)
+    else:
+        trail.failed(str(result))
     # 6. after-tool callbacks
     if agent.after_tool and ran:
         final = await ctx.step_once(proposal.key("after"), _after, agent.after_tool, tctx, result)
-        record("after_tool", "replaced" if final["replaced"] else "kept")
         result = final["result"]
     out.content = as_text(result) if ran else f"Error: tool {call.name} failed: {result}"
     out.untrusted = tool.untrusted_output and ran
@@ -212,7 +218,7 @@ async def _dispatch(
     tool: Tool,
     args: dict[str, Any],
     pauses: list[PauseRequest],
-    approved: bool,
+    trail: CallTrail,
 ) -> tuple[Any, bool] | None:
     """Run the call at most once: (result, True), or (error text, False), or None when its
     outcome is unknown (a crash between claim and outcome) and it pauses for a human."""
@@ -238,6 +244,7 @@ async def _dispatch(
         request = ToolConfirmationRequest(
             call.name, call.id, dict(call.args), fingerprint, agent.name
         )
+        trail.outcome_unknown(proposal.key("unknown"))
         pauses.append(pause_request(proposal.key("unknown"), request, "unknown", None))
         return None
     if out.status == "failed":
@@ -248,12 +255,12 @@ async def _dispatch(
 async def _before(
     callbacks: Sequence[Callable[..., Any]], tctx: ToolCallContext
 ) -> dict[str, Any] | None:
-    for cb in callbacks:
+    for i, cb in enumerate(callbacks):
         res = cb(tctx)
         if inspect.isawaitable(res):
             res = await res
         if res is not None:
-            return {"result": res}
+            return {"result": res, "index": i}
     return None
 
 

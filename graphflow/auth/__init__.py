@@ -3,8 +3,9 @@
 The pieces of the pipeline, each pure and testable alone: :class:`Principal` (who a run
 acts for), :class:`AccessControl` and :class:`Role` (RBAC), :class:`Policy` and
 :class:`Rule` (decisions over an action request), :func:`action_digest` (what an approval
-is bound to), :class:`ToolCallContext` (what callbacks see), and :class:`StageRecord`
-(what each stage records). Decisions are bound to call ids and argument fingerprints.
+is bound to) and :class:`ToolCallContext` (what callbacks see). Decisions are bound to call
+ids and argument fingerprints; what each stage decided is recorded as an evidence event
+(``graphflow.evidence``, written by ``graphflow.agents.trail``).
 """
 
 from graphflow.auth.context import ToolCallContext
@@ -12,7 +13,6 @@ from graphflow.auth.digest import action_digest
 from graphflow.auth.policy import Policy, PolicyResult, Rule
 from graphflow.auth.principal import Principal
 from graphflow.auth.rbac import AccessControl, AccessResult, Role
-from graphflow.auth.records import StageRecord
 from graphflow.decisions import Decision, normalize_fingerprint, tool_call_fingerprint
 from graphflow.engine.answers import match_decisions
 
@@ -25,7 +25,6 @@ __all__ = [
     "Principal",
     "Role",
     "Rule",
-    "StageRecord",
     "ToolCallContext",
     "action_digest",
     "match_decisions",

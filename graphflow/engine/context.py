@@ -21,6 +21,7 @@ import anyio.to_thread
 
 from checkpoints.models import DecisionRecord, DispatchRecord
 from graphflow.engine.pauses import PauseRequest, make_pause_id
+from graphflow.engine.witness import Witness
 from graphflow.errors import GraphflowError
 
 
@@ -50,6 +51,16 @@ class RunPort(Protocol):
     @property
     def token(self) -> anyio.lowlevel.EventLoopToken | None:
         """The run's event loop, for calls from a sync node's worker thread."""
+        ...
+
+    @property
+    def witness(self) -> Witness:
+        """The run's evidence writer (for the runtime's own nodes, see ``runtime_witness``)."""
+        ...
+
+    @property
+    def checkpoint_id(self) -> str | None:
+        """The thread's checkpoint the run stands on (the root namespace's)."""
         ...
 
     async def save_memo(self, task_id: str, key: str, value: Any) -> None:
@@ -164,6 +175,11 @@ class NodeContext:
     def thread_id(self) -> str:
         """The thread this run belongs to."""
         return self._run.thread_id
+
+    @property
+    def checkpoint_id(self) -> str | None:
+        """The thread's checkpoint the run stands on (its pauses are recorded there)."""
+        return self._run.checkpoint_id
 
     @property
     def principal(self) -> Any:
@@ -329,3 +345,10 @@ def set_current(ctx: NodeContext) -> contextvars.Token[NodeContext]:
 def reset_current(token: contextvars.Token[NodeContext]) -> None:
     """Undo ``set_current``."""
     _current.reset(token)
+
+
+def runtime_witness(ctx: NodeContext) -> Witness:
+    """The run's evidence writer, for the runtime's own nodes (``AgentNode`` records the
+    stages of its tool calls). Not part of the node API: node code gets no handle to the
+    evidence log, and no field of an event comes from it."""
+    return ctx._run.witness

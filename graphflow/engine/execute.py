@@ -34,6 +34,7 @@ from graphflow.errors import (
     ThreadNotFoundError,
     ThreadPausedError,
 )
+from graphflow.evidence import EvidenceLog
 from graphflow.spec import GraphSpec
 from graphflow.types import Event, RunResult, StreamMode
 from graphflow.validate import check_resumable
@@ -52,6 +53,7 @@ async def execute(
     recursion_limit: int = 100,
     sink: MemoryObjectSendStream[Event] | None = None,
     mode: StreamMode = "values",
+    evidence: EvidenceLog | None = None,
 ) -> RunResult:
     """Run the thread until its frontier is empty or it pauses (API.md, "Running").
 
@@ -68,6 +70,7 @@ async def execute(
         "principal": principal,
         "decisions": decisions,
         "recursion_limit": recursion_limit,
+        "evidence": evidence,
     }
     try:
         if store is None:

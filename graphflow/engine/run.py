@@ -32,6 +32,7 @@ from checkpoints.models import (
     CommitBatch,
     DecisionRecord,
     DispatchRecord,
+    MemoRecord,
     PauseId,
     PauseRecord,
     TaskId,
@@ -50,7 +51,9 @@ from graphflow.engine.outcomes import Writes
 from graphflow.engine.pauses import pause_from_record, task_of
 from graphflow.engine.subgraph import child_inputs
 from graphflow.engine.tasks import TaskRunner
+from graphflow.engine.witness import Witness
 from graphflow.errors import RecursionLimitError
+from graphflow.evidence import EvidenceLog
 from graphflow.spec import GraphSpec, NodeSpec
 from graphflow.types import RunResult, Send
 
@@ -77,6 +80,7 @@ class Run:
         ns: str = "",
         path_prefix: str = "",
         collect: Mapping[str, str] | None = None,
+        evidence: EvidenceLog | None = None,
     ):
         self.spec = spec
         self.store = store
@@ -100,6 +104,9 @@ class Run:
         self.answers: dict[str, Any] = {}
         """Answers to pauses of the current frontier's tasks."""
         self.ignored: tuple[DecisionRecord, ...] = ()
+        self.witness: Witness = (
+            parent.witness if parent is not None else Witness(evidence, thread_id)
+        )
         self._token: anyio.lowlevel.EventLoopToken | None = None
 
     def task_runner(self) -> TaskRunner:
@@ -163,6 +170,12 @@ class Run:
         return root._token
 
     @property
+    def checkpoint_id(self) -> str | None:
+        """The root namespace's checkpoint the run stands on."""
+        ck = self.root.checkpoint
+        return ck.id if ck is not None else None
+
+    @property
     def root(self) -> Run:
         """The run of the root namespace (this one, or the parent's root)."""
         run = self
@@ -217,6 +230,7 @@ class Run:
         *,
         tasks: Sequence[TaskRecord] = (),
         pauses: Sequence[PauseRecord] = (),
+        memos: Sequence[MemoRecord] = (),
         durable: bool = True,
     ) -> None:
         """Commit ``ck`` as the new head of this namespace; with ``pauses`` the run stops at
@@ -240,6 +254,7 @@ class Run:
                 writes,
                 tasks=tasks,
                 pauses=pauses,
+                memos=memos,
                 thread=None if unchanged else ThreadUpdate(status, pending, self.spec.name),
                 expected_head=th.head if th is not None else None,
                 check_head=self.parent is None,

@@ -29,6 +29,7 @@ from graphflow.engine import apply, plan
 from graphflow.engine.context import FreezeSignal, PauseSignal
 from graphflow.engine.outcomes import Outcome, StepTasks, as_update
 from graphflow.engine.pauses import PauseRequest, make_pause_id
+from graphflow.engine.witness import GATES, pause_event
 from graphflow.errors import GraphflowError, NodeError, ThreadFrozenError
 from graphflow.types import RunResult, Send
 
@@ -54,6 +55,8 @@ async def step(
         else:
             records = await run.store.load_tasks(run.thread_id, run.ns, ck.id)
             memos = await run.store.load_memos(run.thread_id, run.ns, ck.id)
+        if run.parent is None:  # events an earlier run could not write
+            run.witness.take_outbox(ck.id, memos)
         # Gates after a committed step hold the next one until they are answered, also
         # when another pause of the thread was: this namespace's, and those of subgraph
         # tasks (a child whose run ended at its gate never reaches its own check).
@@ -132,10 +135,16 @@ async def stop(
     pending = tuple(p.id for p in all_pauses)
     frozen = [o for o in failed if o.status == "frozen"]
     status: ThreadStatus = "frozen" if frozen else "failed" if failed else "paused"
+    witness = run.witness
+    for p in new_pauses:
+        if p.kind in GATES:
+            witness.add(*pause_event(p))
+    await witness.flush()
     if run.committer is not None:
         thread = None if run.parent else ThreadUpdate(status, pending, run.spec.name)
+        outbox = witness.outbox(root_ck.id) if run.parent is None else []
         batch = CommitBatch.records(
-            run.ns, tasks=done.stop_records(), pauses=new_pauses, thread=thread
+            run.ns, tasks=done.stop_records(), pauses=new_pauses, memos=outbox, thread=thread
         )
         await run.committer.commit(batch, last=True)
     if run.thread is not None:
@@ -202,7 +211,17 @@ async def advance(
     )
     run.hidden = nxt.hidden
     gates = _after_gates(run, nxt.record, gated) if gated else []
-    await run.commit_checkpoint(nxt.record, nxt.writes, tasks=done.kept_records(), pauses=gates)
+    witness = run.witness
+    for p in gates:
+        witness.add(*pause_event(p))
+    outbox = []
+    if witness.pending or witness.outbox_at is not None:
+        await witness.flush()
+        if run.parent is None:
+            outbox = witness.outbox(nxt.record.id)
+    await run.commit_checkpoint(
+        nxt.record, nxt.writes, tasks=done.kept_records(), pauses=gates, memos=outbox
+    )
     run.answers = {}
     if not gates:
         return None

@@ -9,7 +9,7 @@ rules as ``invoke``'s (``engine.answers``). ``cancel`` takes the lease and commi
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from checkpoints.base import Checkpointer
@@ -30,6 +30,7 @@ from graphflow.engine import answers, lease
 from graphflow.engine.committer import Committer
 from graphflow.engine.history import carried_step
 from graphflow.engine.pauses import UNSET
+from graphflow.engine.witness import GATES, Witness, decision_event, resume_event
 from graphflow.errors import (
     InvalidArgumentError,
     NothingToResumeError,
@@ -39,6 +40,7 @@ from graphflow.errors import (
     ThreadFrozenError,
     ThreadNotFoundError,
 )
+from graphflow.evidence import EventDraft, EvidenceLog, stages
 from graphflow.spec import GraphSpec
 
 
@@ -50,10 +52,12 @@ async def submit(
     resume: Any = UNSET,
     by: str | None = None,
     reason: str | None = None,
+    evidence: EvidenceLog | None = None,
 ) -> tuple[DecisionRecord, ...]:
     """Record answers to a paused thread's pauses; return the decisions that answered
     nothing (each recorded, with the reason in ``note``). ``decisions`` must have been
-    checked (``answers.check_decisions``)."""
+    checked (``answers.check_decisions``). Their evidence is written first: while the log
+    cannot be written, nothing is recorded (``EvidenceError``)."""
     if resume is UNSET and not decisions:
         raise InvalidArgumentError("submit needs decisions= or resume= to record")
     th = await store.get_thread(ThreadId(thread_id))
@@ -68,6 +72,15 @@ async def submit(
     found = answers.resolve(
         thread_id, records, resume=resume, decisions=decisions, by=by, reason=reason
     )
+    witness = Witness(evidence, thread_id)
+    by_id = {p.id: p for p in records}
+    for d in found.decisions:
+        witness.add(*decision_event(d, by_id.get(d.pause_id) if d.pause_id else None))
+    for a in found.answers:
+        p = by_id.get(a.pause_id)
+        if p is not None and p.kind in GATES:
+            witness.add(*resume_event(p, a.value, a.by))
+    await witness.require()
     if found.decisions:
         await store.put_decisions(found.decisions)
     if found.answers:
@@ -84,7 +97,13 @@ async def list_decisions(store: Checkpointer, thread_id: str) -> list[DecisionRe
 
 
 async def cancel(
-    spec: GraphSpec, store: Checkpointer, thread_id: str, *, reason: str, by: str | None
+    spec: GraphSpec,
+    store: Checkpointer,
+    thread_id: str,
+    *,
+    reason: str,
+    by: str | None,
+    evidence: EvidenceLog | None = None,
 ) -> None:
     """End a thread that is not done: it runs nothing more; the reason and actor are kept
     in the metadata of its last checkpoint."""
@@ -94,11 +113,26 @@ async def cancel(
     if th.status == "cancelled":
         raise ThreadCancelledError(thread_id)
     cancelled = {"reason": reason, "by": by, "pauses": list(th.pending_pause_ids)}
-    await _mark(spec, store, th, head, {"cancelled": cancelled}, ThreadUpdate("cancelled", ()))
+    await _mark(
+        spec,
+        store,
+        th,
+        head,
+        {"cancelled": cancelled},
+        ThreadUpdate("cancelled", ()),
+        Witness(evidence, thread_id),
+        lambda ck: stages.cancelled(thread_id=thread_id, reason=reason, by=by, checkpoint_id=ck),
+    )
 
 
 async def freeze(
-    spec: GraphSpec, store: Checkpointer, thread_id: str, *, by: str | None, reason: str
+    spec: GraphSpec,
+    store: Checkpointer,
+    thread_id: str,
+    *,
+    by: str | None,
+    reason: str,
+    evidence: EvidenceLog | None = None,
 ) -> None:
     """Freeze a thread from outside (incident response): no run starts and no decision
     applies until ``unfreeze``; its pending pauses are kept. A thread a run holds is busy
@@ -110,11 +144,26 @@ async def freeze(
         raise ThreadFrozenError(thread_id)
     frozen = {"reason": reason, "by": by, "previous": th.status}
     update = ThreadUpdate("frozen", th.pending_pause_ids, spec.name)
-    await _mark(spec, store, th, head, {"frozen": frozen}, update)
+    await _mark(
+        spec,
+        store,
+        th,
+        head,
+        {"frozen": frozen},
+        update,
+        Witness(evidence, thread_id),
+        lambda ck: stages.frozen(thread_id=thread_id, reason=reason, by=by, checkpoint_id=ck),
+    )
 
 
 async def unfreeze(
-    spec: GraphSpec, store: Checkpointer, thread_id: str, *, by: str | None, reason: str
+    spec: GraphSpec,
+    store: Checkpointer,
+    thread_id: str,
+    *,
+    by: str | None,
+    reason: str,
+    evidence: EvidenceLog | None = None,
 ) -> None:
     """Unfreeze a frozen thread: it is as it was before (a thread that a node's policy froze
     waits for ``invoke(None)``, which runs that node again)."""
@@ -125,7 +174,18 @@ async def unfreeze(
     # Frozen by a node, or while it was running: it waits for invoke(None).
     previous: ThreadStatus = found if found in ("paused", "done", "failed") else "paused"
     update = ThreadUpdate(previous, th.pending_pause_ids, spec.name)
-    await _mark(spec, store, th, head, {"unfrozen": {"reason": reason, "by": by}}, update)
+    await _mark(
+        spec,
+        store,
+        th,
+        head,
+        {"unfrozen": {"reason": reason, "by": by}},
+        update,
+        Witness(evidence, thread_id),
+        lambda ck: stages.unfrozen(
+            thread_id=thread_id, by=by or "system", reason=reason, checkpoint_id=ck
+        ),
+    )
 
 
 async def _head(store: Checkpointer, thread_id: str) -> tuple[ThreadRecord, CheckpointRecord]:
@@ -149,9 +209,14 @@ async def _mark(
     head: CheckpointRecord,
     metadata: dict[str, Any],
     update: ThreadUpdate,
+    witness: Witness,
+    event: Callable[[str], EventDraft],
 ) -> None:
     """Commit a copy of the head whose metadata says what happened, with the thread's new
-    status, under the thread's lease (one transaction, which also gives it up)."""
+    status, under the thread's lease (one transaction, which also gives it up); its
+    evidence ``event`` (of the new checkpoint's id) is written once the lease is held,
+    or kept in the commit's outbox when the log cannot be written (an incident response
+    never waits on the log)."""
     tid = th.thread_id
     ck_id = new_checkpoint_id()
     ck = head.child(ck_id, "update", step=head.step, frontier=head.frontier, metadata=metadata)
@@ -164,11 +229,13 @@ async def _mark(
         raise ThreadBusyError(tid, e.owner) from e
     ttl = spec.lease_ttl
     async with lease.held(store, tid, committer.owner, ttl, lambda: committer.released):
+        witness.add(f"mark:{ck_id}", event(ck_id))
+        await witness.flush()
         batch = CommitBatch.step(
             ck,
             [],
             tasks=tasks,
-            memos=memos,
+            memos=[*memos, *witness.outbox(ck_id)],
             thread=update,
             expected_head=th.head,
             check_head=True,

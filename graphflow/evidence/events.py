@@ -25,7 +25,7 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from datetime import UTC, datetime
 from typing import Any, Literal, get_args
 
@@ -315,3 +315,15 @@ class EventDraft:
         graphflow.update(self.graphflow)
         event["extensions"] = {"graphflow": graphflow}
         return event
+
+
+def draft_as_dict(draft: EventDraft) -> dict[str, Any]:
+    """``draft`` as plain data (kept in the checkpoint store's outbox until it is written);
+    ``draft_from_dict`` makes it again."""
+    return {f.name: getattr(draft, f.name) for f in fields(EventDraft)}
+
+
+def draft_from_dict(data: Mapping[str, Any]) -> EventDraft:
+    """The draft ``draft_as_dict`` gave (its fields are checked again)."""
+    known = {f.name for f in fields(EventDraft)}
+    return EventDraft(**{k: v for k, v in data.items() if k in known})

@@ -32,7 +32,13 @@ from graphflow.evidence.errors import InvalidEventError
 from graphflow.evidence.events import EventDraft, now
 from graphflow.evidence.reading import EvidenceRecord
 from graphflow.evidence.redact import DEFAULT_REDACT_KEYS, Redactor
-from graphflow.evidence.store import MEMORY, EvidenceStore, insert_rows, last_row
+from graphflow.evidence.store import (
+    MEMORY,
+    EvidenceStore,
+    existing_keys,
+    insert_rows,
+    last_row,
+)
 from graphflow.evidence.verification import VerifyReport
 
 T = TypeVar("T")
@@ -149,16 +155,37 @@ class EvidenceLog:
         if not prepared:
             return []
         with self._store.writing() as conn:
-            return self._write(conn, prepared)
+            return self._write(conn, prepared, [None] * len(prepared))
+
+    def append_once(self, items: Iterable[tuple[str, EventDraft]]) -> list[EvidenceRecord]:
+        """Record the events whose key no stored event carries, in order, in one
+        transaction; return those written. The runtime keys each event by the stage it
+        records, so a stage passed again (a node rerun after a pause) is written once."""
+        listed = list(items)
+        if not listed:
+            return []
+        with self._store.writing() as conn:
+            have = existing_keys(conn, [k for k, _ in listed])
+            keys: list[str | None] = []
+            prepared = []
+            for key, draft in listed:
+                if key not in have:
+                    have.add(key)
+                    keys.append(key)
+                    prepared.append(self._prepare(draft))
+            return self._write(conn, prepared, keys) if prepared else []
 
     def _write(
-        self, conn: sqlite3.Connection, events: list[dict[str, Any]]
+        self,
+        conn: sqlite3.Connection,
+        events: list[dict[str, Any]],
+        keys: Sequence[str | None],
     ) -> list[EvidenceRecord]:
         row = last_row(conn)
         seq, prev = (row[0], row[1]) if row is not None else (0, GENESIS)
         rows = []
         records = []
-        for event in events:
+        for event, key in zip(events, keys, strict=True):
             seq += 1
             event["timestamp"] = now()
             graphflow = event["extensions"]["graphflow"]
@@ -168,9 +195,8 @@ class EvidenceLog:
             full = with_hashes(event, prev, digest)
             if self.validate:
                 self._check(full, seq)
-            rows.append(
-                (seq, prev, digest, graphflow["thread_id"], event["event_type"], body.decode())
-            )
+            thread = graphflow["thread_id"]
+            rows.append((seq, prev, digest, thread, event["event_type"], body.decode(), key))
             records.append(
                 EvidenceRecord(seq, prev, digest, full, event["event_type"], graphflow["thread_id"])
             )
@@ -198,6 +224,13 @@ class EvidenceLog:
         """``append_many`` off the event loop."""
         listed = list(drafts)
         return await self._run(lambda: self.append_many(listed))
+
+    async def aappend_once(
+        self, items: Iterable[tuple[str, EventDraft]]
+    ) -> list[EvidenceRecord]:
+        """``append_once`` off the event loop."""
+        listed = list(items)
+        return await self._run(lambda: self.append_once(listed))
 
     async def aevents(
         self, thread_id: str | None = None, since: int | None = None

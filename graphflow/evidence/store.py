@@ -28,6 +28,7 @@ import contextlib
 import os
 import sqlite3
 import threading
+import weakref
 from collections.abc import Iterator, Sequence
 from typing import Any
 
@@ -36,8 +37,14 @@ from graphflow.evidence.errors import EvidenceError, InvalidEventError
 
 MEMORY = ":memory:"
 APPLICATION_ID = 0x47464556  # "GFEV": marks a SQLite file as a graphflow evidence log
-FORMAT_VERSION = 1
+FORMAT_VERSION = 2
+"""1: the events; 2: each event may carry a unique ``event_key`` (the runtime's, so an
+event of a stage that a node's rerun passes again is written once)."""
 
+_KEY_INDEX = (
+    "CREATE UNIQUE INDEX evidence_events_key ON evidence_events (event_key) "
+    "WHERE event_key IS NOT NULL"
+)
 _SCHEMA = (
     """CREATE TABLE evidence_events (
         seq INTEGER PRIMARY KEY,
@@ -45,9 +52,11 @@ _SCHEMA = (
         hash TEXT NOT NULL,
         thread_id TEXT,
         event_type TEXT NOT NULL,
-        body TEXT NOT NULL
+        body TEXT NOT NULL,
+        event_key TEXT
     )""",
     "CREATE UNIQUE INDEX evidence_events_prev_hash ON evidence_events (prev_hash)",
+    _KEY_INDEX,
     "CREATE INDEX evidence_events_thread ON evidence_events (thread_id, seq)",
     """CREATE TRIGGER evidence_events_no_update BEFORE UPDATE ON evidence_events
         BEGIN SELECT RAISE(ABORT, 'evidence events are append-only'); END""",
@@ -85,12 +94,28 @@ def last_row(conn: sqlite3.Connection) -> tuple[Any, Any] | None:
 
 
 def insert_rows(conn: sqlite3.Connection, rows: Sequence[tuple[Any, ...]]) -> None:
-    """Insert ``(seq, prev_hash, hash, thread_id, event_type, body)`` rows."""
+    """Insert ``(seq, prev_hash, hash, thread_id, event_type, body, event_key)`` rows."""
     conn.executemany(
-        "INSERT INTO evidence_events (seq, prev_hash, hash, thread_id, event_type, body) "
-        "VALUES (?, ?, ?, ?, ?, ?)",
+        "INSERT INTO evidence_events "
+        "(seq, prev_hash, hash, thread_id, event_type, body, event_key) "
+        "VALUES (?, ?, ?, ?, ?, ?, ?)",
         rows,
     )
+
+
+def existing_keys(conn: sqlite3.Connection, keys: Sequence[str]) -> set[str]:
+    """Which of ``keys`` stored events already carry."""
+    found: set[str] = set()
+    for i in range(0, len(keys), 500):
+        part = keys[i : i + 500]
+        marks = ", ".join("?" * len(part))
+        found.update(
+            row[0]
+            for row in conn.execute(
+                f"SELECT event_key FROM evidence_events WHERE event_key IN ({marks})", part
+            )
+        )
+    return found
 
 
 def select_rows(
@@ -115,6 +140,12 @@ def stream_rows(conn: sqlite3.Connection) -> Iterator[StoredRow]:
     while batch := cursor.fetchmany(_BATCH):
         for row in batch:
             yield StoredRow(*row)
+
+
+def _close_quietly(conn: sqlite3.Connection, pid: int) -> None:
+    if pid == os.getpid():
+        with contextlib.suppress(sqlite3.Error):
+            conn.close()
 
 
 class EvidenceStore:
@@ -268,6 +299,9 @@ class EvidenceStore:
             conn.close()
             raise self.fail("cannot be opened", e) from e
         self._conn, self._pid = conn, os.getpid()
+        # A connection left open holds itself in a cycle (its statement cache): close it
+        # when this store is freed, so dropping a log without close() leaks nothing.
+        weakref.finalize(self, _close_quietly, conn, self._pid)
         self._identity = self._stat() if self.path != MEMORY else None
         self._writable = self._may_write()
         return conn
@@ -290,6 +324,13 @@ class EvidenceStore:
                 path=self.path,
             )
         version = conn.execute("PRAGMA user_version").fetchone()[0]
+        if version == 1 and self._may_write():
+            with immediate(conn):  # format 1 -> 2: the event keys (no event changes)
+                if conn.execute("PRAGMA user_version").fetchone()[0] == 1:
+                    conn.execute("ALTER TABLE evidence_events ADD COLUMN event_key TEXT")
+                    conn.execute(_KEY_INDEX)
+                    conn.execute(f"PRAGMA user_version = {FORMAT_VERSION}")
+            version = FORMAT_VERSION
         if version > FORMAT_VERSION:
             raise EvidenceError(
                 f"evidence log {self.path!r} has format {version}, newer than this graphflow "

@@ -164,6 +164,7 @@ def build(
     policy: Policy | None = None,
     access: bool = True,
     guarded: bool = True,
+    evidence: Any = None,
     **agent: Any,
 ) -> CompiledGraph:
     """``START -> intake -> support (agent) -> END``."""
@@ -179,7 +180,7 @@ def build(
     b.add_edge(START, "intake")
     b.add_edge("intake", "support")
     b.add_edge("support", END)
-    return b.compile(checkpointer=store)
+    return b.compile(checkpointer=store, evidence=evidence)
 
 
 def ask(text: str) -> dict[str, Any]:

@@ -24,7 +24,6 @@ def test_exported_names_are_pinned_sorted_and_documented() -> None:
         "Principal",
         "Role",
         "Rule",
-        "StageRecord",
         "ToolCallContext",
         "action_digest",
         "match_decisions",

@@ -151,7 +151,8 @@ def test_the_log_is_append_only_for_plain_sql(tmp_path: pathlib.Path) -> None:
                 db.execute(sql)
         with pytest.raises(sqlite3.IntegrityError, match="UNIQUE"):
             db.execute("INSERT INTO evidence_events SELECT 9, prev_hash, hash, thread_id, "
-                       "event_type, body FROM evidence_events WHERE seq = 1")  # fmt: skip
+                       "event_type, body, event_key FROM evidence_events "
+                       "WHERE seq = 1")  # fmt: skip
 
 
 @contextlib.contextmanager
@@ -336,3 +337,36 @@ def test_six_processes_appending_at_once_form_one_chain(tmp_path: pathlib.Path) 
             r.event["extensions"]["graphflow"]["call_id"] for r in records if r.thread_id == f"p{i}"
         ]
         assert mine == [f"p{i}-{n}" for n in range(50)]  # each writer's order is kept
+
+
+def test_append_once_writes_each_key_once(tmp_path: pathlib.Path) -> None:
+    log = EvidenceLog(tmp_path / "e.db")
+    first = log.append_once([("k1", stages.proposed(facts())), ("k1", stages.proposed(facts()))])
+    assert [r.seq for r in first] == [1]
+    again = log.append_once(
+        [("k1", stages.proposed(facts())), ("k2", stages.executed(facts(), result=1))]
+    )
+    assert [(r.seq, r.event_type) for r in again] == [(2, "agentic_action_executed")]
+    log.append(stages.proposed(facts()))  # unkeyed events never collide
+    log.append(stages.proposed(facts()))
+    reopened = EvidenceLog(tmp_path / "e.db")
+    assert reopened.append_once([("k2", stages.proposed(facts()))]) == []
+    assert reopened.head().count == 4 and reopened.verify().ok
+
+
+def test_a_format_1_log_gains_event_keys_and_keeps_its_chain(tmp_path: pathlib.Path) -> None:
+    path = tmp_path / "old.evidence.db"
+    log = fill(path, 3)
+    log.close()
+    head = log.head()
+    with contextlib.closing(sqlite3.connect(path)) as conn:  # undo the format 2 change
+        conn.execute("DROP INDEX evidence_events_key")
+        conn.execute("ALTER TABLE evidence_events DROP COLUMN event_key")
+        conn.execute("PRAGMA user_version = 1")
+        conn.commit()
+    reopened = EvidenceLog(path)
+    assert reopened.head() == head and reopened.verify().ok
+    assert [r.seq for r in reopened.append_once([("k", stages.proposed(facts()))])] == [4]
+    assert reopened.append_once([("k", stages.proposed(facts()))]) == []
+    with contextlib.closing(sqlite3.connect(path)) as conn:
+        assert conn.execute("PRAGMA user_version").fetchone()[0] == 2

@@ -17,6 +17,8 @@ from ._support import facts, fill, tampering
 
 N = 10
 
+INSERT = "INSERT INTO evidence_events (seq, prev_hash, hash, thread_id, event_type, body) VALUES "
+
 
 @pytest.fixture
 def path(tmp_path: pathlib.Path) -> pathlib.Path:
@@ -106,7 +108,7 @@ def test_an_inserted_event_is_inserted(path: pathlib.Path) -> None:
         db.execute("UPDATE evidence_events SET seq = -(seq + 1) WHERE seq > 3")
         db.execute("UPDATE evidence_events SET seq = -seq WHERE seq < 0")
         db.execute(
-            "INSERT INTO evidence_events VALUES (4, ?, ?, 't0', 'agentic_action_attempted', ?)",
+            INSERT + "(4, ?, ?, 't0', 'agentic_action_attempted', ?)",
             (hash3, digest, body),
         )
     assert found(path) == [(4, "inserted")]
@@ -118,7 +120,7 @@ def test_an_inserted_event_with_a_made_up_hash_is_inserted(path: pathlib.Path) -
         db.execute("UPDATE evidence_events SET seq = -(seq + 1) WHERE seq > 7")
         db.execute("UPDATE evidence_events SET seq = -seq WHERE seq < 0")
         db.execute(
-            "INSERT INTO evidence_events VALUES (8, ?, ?, 't0', 'agentic_action_attempted', ?)",
+            INSERT + "(8, ?, ?, 't0', 'agentic_action_attempted', ?)",
             ("e" * 64, "a" * 64, body.replace("A-8", "A-X")),
         )
     assert found(path) == [(8, "inserted")]
@@ -160,7 +162,7 @@ def test_two_events_claiming_one_parent_are_forked(path: pathlib.Path) -> None:
     with tampering(path) as db:
         db.execute("DROP INDEX evidence_events_prev_hash")
         db.execute(
-            "INSERT INTO evidence_events VALUES (?, ?, ?, 't0', 'agentic_action_attempted', ?)",
+            INSERT + "(?, ?, ?, 't0', 'agentic_action_attempted', ?)",
             (N + 1, prev, digest, body),
         )
     assert found(path) == [(N + 1, "forked")]
@@ -172,7 +174,7 @@ def test_a_fork_written_as_the_same_seq_is_forked(path: pathlib.Path) -> None:
     with tampering(path) as db:
         db.execute("DROP INDEX evidence_events_prev_hash")
         db.execute(
-            "INSERT INTO evidence_events VALUES (?, ?, ?, 't0', 'agentic_action_attempted', ?)",
+            INSERT + "(?, ?, ?, 't0', 'agentic_action_attempted', ?)",
             (N + 1, prev, digest, body),
         )
     assert found(path) == [(N + 1, "forked")]
