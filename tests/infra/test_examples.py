@@ -30,6 +30,68 @@ EXPECTED = {
         "  email approve by bob: applied",
         "ran: ['refund A-1001 250', 'email dana@customer.org']",
     ],
+    "approval_workflow.py": [
+        "paused",
+        "paused at manager_review: {'review': 'manager', 'requester': 'dana',"
+        " 'item': '3 x laptop', 'amount': 1350, 'question': 'approve 1350 for dana?'}",
+        "manager approved (second process): paused",
+        "paused at finance_review: {'review': 'finance', 'requester': 'dana',"
+        " 'item': '3 x laptop', 'amount': 1350, 'question': 'approve 1350 for dana?'}",
+        "after submit (nothing ran yet): next ['finance_review'],"
+        " ['finance_review answered by frank']",
+        "done {'requester': 'dana', 'item': 'laptop', 'quantity': 3, 'unit_price': 450,"
+        " 'amount': 1350, 'status': 'ordered', 'order': 'PO for 3 x laptop'}",
+        "  intake: 1350",
+        "  manager: approved by maria",
+        "  finance: approved by frank",
+        "  order placed",
+        "  notified dana: ordered",
+        "replayed from before place_order: done PO for 3 x laptop",
+        "history (oldest first):",
+        "  step -1: input, next ['intake'] []",
+        "  step 0: loop, next ['manager_review'] ['manager_review answered by maria']",
+        "  step 1: loop, next ['finance_review'] ['finance_review answered by frank']",
+        "  step 2: loop, next ['place_order'] []",
+        "  step 3: loop, next ['notify'] []",
+        "  step 4: loop, next [] []",
+        "  step 2: fork, next ['place_order'] []",
+        "  step 3: loop, next ['notify'] []",
+        "  step 4: loop, next [] []",
+        "orders placed: 1",
+        "paused at manager_review: {'review': 'manager', 'requester': 'sam',"
+        " 'item': '2 x monitor', 'amount': 240, 'question': 'approve 240 for sam?'}",
+        "done {'requester': 'sam', 'item': 'monitor', 'quantity': 2, 'unit_price': 120,"
+        " 'amount': 240, 'status': 'rejected by manager', 'order': None}",
+        "  intake: 240",
+        "  manager: denied by maria",
+        "  notified sam: rejected by manager",
+        "orders placed: 0",
+    ],
+    "file_manager_cli.py": [
+        "user: Tidy up the sandbox: notes.txt says what can go.",
+        "  ran list_files({}) -> ['draft.txt', 'notes.txt', 'old.log']",
+        "  ran read_file({'path': 'notes.txt'}) -> 'old.log and draft.txt can go.'",
+        "Approve delete_file {'path': 'old.log'}? [y/N] y",
+        "Approve delete_file {'path': 'draft.txt'}? [y/N] n",
+        "  ran delete_file({'path': 'old.log'}) -> {'deleted': 'old.log'}",
+        '  the model was told: {"deleted": "old.log"}',
+        "  the model was told: Tool call del_draft (delete_file) was denied by a human:"
+        " the user said no.",
+        "assistant: Deleted old.log. I did not delete draft.txt: you denied it.",
+        "sandbox now: ['draft.txt', 'notes.txt']",
+    ],
+    "nested_review.py": [
+        "paused",
+        "  tool_confirmation at cleanup.file_manager: delete_file {'path':"
+        " 'cache/old.log'} (call call_1)",
+        "done ['triage', 'cleanup.plan', 'report']",
+        "  user: Clear the old cache log.",
+        "  assistant: delete_file({'path': 'cache/old.log'})",
+        '  tool: {"deleted": "cache/old.log"}',
+        "  assistant: Deleted cache/old.log.",
+        "model requests in this process: 1",
+        "ran: ['triage', 'cleanup.plan', 'delete_file cache/old.log', 'report']",
+    ],
     "quickstart.py": ["paused [{'question': 'publish?'}]", "done ['drafted', 'review: yes']"],
 }
 
@@ -46,7 +108,7 @@ def test_example_runs_twice_with_the_same_output(
     for _ in range(2):
         out = subprocess.run(
             [sys.executable, str(example)], cwd=tmp_path, capture_output=True, text=True,
-            timeout=120,
+            stdin=subprocess.DEVNULL, timeout=120,
         )  # fmt: skip
         assert out.returncode == 0, out.stderr
         outputs.append(out.stdout.splitlines())
