@@ -23,7 +23,7 @@ from graphflow.audit import AuditEntry, audit, check_evidence, resolve_log
 from graphflow.drawing import draw_mermaid
 from graphflow.engine import answers, history, threads, update
 from graphflow.engine.execute import execute
-from graphflow.engine.pauses import UNSET, pause_from_record
+from graphflow.engine.pauses import UNSET, pause_from_record, principal_name
 from graphflow.errors import InvalidArgumentError, ThreadNotFoundError
 from graphflow.evidence import EvidenceLog
 from graphflow.spec import GraphSpec
@@ -235,7 +235,7 @@ class CompiledGraph:
         *,
         decisions: Mapping[str, Any] | None = None,
         resume: Any = UNSET,
-        by: str | None = None,
+        by: Any = None,
         reason: str | None = None,
     ) -> tuple[DecisionRecord, ...]:
         """Record answers durably without running; the next run of the thread applies them.
@@ -263,27 +263,42 @@ class CompiledGraph:
         decisions on one call the latest wins and the earlier are marked superseded."""
         return await threads.list_decisions(await self._ready(thread_id), thread_id)
 
-    async def acancel(self, thread_id: str, *, reason: str, by: str | None = None) -> None:
+    async def acancel(self, thread_id: str, *, reason: str, by: Any = None) -> None:
         """End a thread: it runs nothing more; the reason and actor are recorded."""
         store = await self._ready(thread_id)
         await threads.cancel(
-            self.spec, store, thread_id, reason=reason, by=by, evidence=self.evidence
+            self.spec,
+            store,
+            thread_id,
+            reason=reason,
+            by=principal_name(by),
+            evidence=self.evidence,
         )
 
-    async def afreeze(self, thread_id: str, *, by: str | None = None, reason: str) -> None:
+    async def afreeze(self, thread_id: str, *, by: Any = None, reason: str) -> None:
         """Freeze a thread (incident response): no run starts and no decision applies until
         ``unfreeze``; a run raises ``ThreadFrozenError``. Recorded with ``by`` and
         ``reason``."""
         store = await self._ready(thread_id)
         await threads.freeze(
-            self.spec, store, thread_id, by=by, reason=reason, evidence=self.evidence
+            self.spec,
+            store,
+            thread_id,
+            by=principal_name(by),
+            reason=reason,
+            evidence=self.evidence,
         )
 
-    async def aunfreeze(self, thread_id: str, *, by: str | None = None, reason: str) -> None:
+    async def aunfreeze(self, thread_id: str, *, by: Any = None, reason: str) -> None:
         """Unfreeze a frozen thread: it is as it was before it froze."""
         store = await self._ready(thread_id)
         await threads.unfreeze(
-            self.spec, store, thread_id, by=by, reason=reason, evidence=self.evidence
+            self.spec,
+            store,
+            thread_id,
+            by=principal_name(by),
+            reason=reason,
+            evidence=self.evidence,
         )
 
     # -- state and history ----------------------------------------------------------------------

@@ -53,10 +53,24 @@ class Decision:
             )
         if self.by is not None and not isinstance(self.by, str):
             who = self.by
-            object.__setattr__(self, "by", str(getattr(who, "id", who)))
+            ident = getattr(who, "id", None)
+            if not isinstance(ident, str) or not ident or isinstance(who, Mapping):
+                raise InvalidArgumentError(
+                    f"a decision's by must be the approver's id (a str) or a Principal, not "
+                    f"{type(who).__name__} {who!r:.60}"
+                )
+            object.__setattr__(self, "by", ident)
             roles = getattr(who, "roles", None)
             if roles and not self.roles:
                 object.__setattr__(self, "roles", tuple(str(r) for r in roles))
+        if self.by == "":
+            raise InvalidArgumentError("a decision's by must be a non-empty id, or None")
+        if isinstance(self.roles, str) or not all(
+            isinstance(r, str) and r for r in self.roles
+        ):
+            raise InvalidArgumentError(
+                f"a decision's roles must be a tuple of role names, not {self.roles!r:.60}"
+            )
         if self.expires_at is not None and (
             not isinstance(self.expires_at, datetime) or self.expires_at.tzinfo is None
         ):
@@ -96,7 +110,7 @@ class Decision:
                 value.get("by"),
                 value.get("reason"),
                 value.get("expires_at"),
-                tuple(value.get("roles") or ()),
+                _roles(value.get("roles")),
             )
         raise InvalidArgumentError(
             f"a decision must be Decision.approve(...), Decision.deny(...), 'approve' or "
@@ -113,6 +127,16 @@ class Decision:
             "expires_at": self.expires_at,
             "roles": list(self.roles),
         }
+
+
+def _roles(value: Any) -> tuple[str, ...]:
+    if value is None:
+        return ()
+    if isinstance(value, str) or not isinstance(value, list | tuple):
+        raise InvalidArgumentError(
+            f"a decision's roles must be a list of role names, not {value!r:.60}"
+        )
+    return tuple(value)
 
 
 def _canonical(value: Any) -> Any:

@@ -158,7 +158,8 @@ def add_messages(
 
     Returns:
         A new list: ``current`` with same-id messages replaced in place, followed by the
-        messages whose ids were not present (in update order).
+        messages whose ids were not present (in update order). A message that replaces an
+        untrusted one stays untrusted (taint is never cleared by a replacement).
 
     Raises:
         TypeError: an update item is not message-like.
@@ -173,6 +174,13 @@ def add_messages(
             position[message.id] = len(result)
             result.append(message)
         else:
+            old = result[where]
+            if getattr(old, "untrusted", False) and not message.untrusted:
+                # Taint is sticky: replacing an untrusted message (by reusing its id) keeps
+                # the transcript tainted, with its source.
+                message = message.model_copy(
+                    update={"untrusted": True, "source": message.source or old.source}
+                )
             result[where] = message
     return result
 

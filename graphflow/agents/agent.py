@@ -10,6 +10,7 @@ none still run before the node pauses.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from typing import Any, Protocol
 
@@ -141,7 +142,21 @@ class AgentNode:
                 break
             pauses: list[PauseRequest] = []
             results: list[Message] = []
-            for call in resp.tool_calls:
+            seen: set[str] = set()
+            for index, call in enumerate(resp.tool_calls):
+                unusable = _unusable_id(call.id, seen)
+                seen.add(call.id)
+                if unusable is not None:  # never run: its id could pass for another's
+                    results.append(
+                        Message(
+                            id=f"{ctx.task_id}-t{turn}-unusable{index}",
+                            role="tool",
+                            content=f"Error: tool call {call.id!r} was not run: {unusable}.",
+                            tool_call_id=call.id,
+                            name=call.name,
+                        )
+                    )
+                    continue
                 taint = taint_of([*history, *new, *results])
                 proposal = Proposal(ctx.task_id, turn, call)
                 out = await handle_call(agent, ctx, proposal, taint, pauses)
@@ -161,6 +176,23 @@ class AgentNode:
                 ctx.pause(*pauses)
             new.extend(results)
         return {self.messages_key: new}
+
+
+_CALL_ID = re.compile(r"[A-Za-z0-9_.\-]{1,128}")
+
+
+def _unusable_id(call_id: str, seen: set[str]) -> str | None:
+    """Why a proposed call's id cannot be used, or None. Ids key pauses, decisions, memos
+    and dispatch records: one that repeats in a response, or holds characters those keys
+    use (``:``, ``#``), could pass for another call's."""
+    if call_id in seen:
+        return "its id repeats an earlier call of the same response; give each call its own id"
+    if not _CALL_ID.fullmatch(call_id):
+        return (
+            "its id must be 1 to 128 letters, digits, '_', '-' or '.' (ids key the call's "
+            "pause, decision and dispatch record)"
+        )
+    return None
 
 
 def _callbacks(value: Any, agent: str, what: str) -> tuple[Callable[..., Any], ...]:

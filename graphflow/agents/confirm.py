@@ -5,6 +5,7 @@ it, the request an approver sees, and whether an answer counts (see
 from __future__ import annotations
 
 import inspect
+from collections.abc import Mapping
 from dataclasses import dataclass, replace
 from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, Any
@@ -47,23 +48,40 @@ class Gate:
 
 
 def gate_of(agent: Agent, tctx: ToolCallContext) -> Gate:
-    """The policy's decision for the call (or ``require_confirmation``'s, without one)."""
-    guarded = agent.policy is not None or agent.access_control is not None
-    if guarded and tctx.principal is None and tctx.risk in HIGH_RISKS:
-        return Gate(
-            "escalate",
-            f"a {tctx.risk} risk call with no principal: it needs an approver with the role",
-        )
+    """The policy's decision for the call (or ``require_confirmation``'s, without one).
+
+    With a policy or access control, a high or critical risk call with no principal never
+    runs on the policy's word: what the policy would allow (or ask a human, or defer) is
+    escalated instead, keeping the role and expiry the policy names; a deny, freeze,
+    reauthorization or escalation the policy gives stands."""
     if agent.policy is None:
         if agent.needs_confirmation(tctx.tool.name):
-            return Gate("requires_human_approval", "the agent requires confirmation of this tool")
-        return Gate("allow", "no policy; the tool needs no confirmation")
-    res = agent.policy.evaluate_call(tctx)
-    decision = res.decision
-    if decision == "allow" and agent.needs_confirmation(tctx.tool.name):
-        decision = "requires_human_approval"
-    expires = float(res.expires_in) if res.expires_in is not None else None
-    return Gate(decision, res.reason, res.rule_id, res.required_role, expires, res.version)
+            gate = Gate("requires_human_approval", "the agent requires confirmation of this tool")
+        else:
+            gate = Gate("allow", "no policy; the tool needs no confirmation")
+    else:
+        res = agent.policy.evaluate_call(tctx)
+        decision = res.decision
+        if decision == "allow" and agent.needs_confirmation(tctx.tool.name):
+            decision = "requires_human_approval"
+        expires = float(res.expires_in) if res.expires_in is not None else None
+        gate = Gate(decision, res.reason, res.rule_id, res.required_role, expires, res.version)
+    guarded = agent.policy is not None or agent.access_control is not None
+    if guarded and tctx.principal is None and tctx.risk in HIGH_RISKS and gate.decision in _SOFT:
+        return Gate(
+            "escalate",
+            f"a {tctx.risk} risk call with no principal: it needs an approver"
+            + (f" with the role {gate.required_role!r}" if gate.required_role else ""),
+            gate.rule_id,
+            gate.required_role,
+            gate.expires_in,
+            gate.version,
+        )
+    return gate
+
+
+_SOFT = frozenset({"allow", "requires_human_approval", "defer"})
+"""Decisions that a call with no principal does not get: it escalates instead."""
 
 
 def request_of(
@@ -126,8 +144,13 @@ async def decision_on(
     key: str,
     request: ToolConfirmationRequest,
     gate: Gate,
+    *,
+    other_digests: bool = True,
+    handler: bool = True,
 ) -> Confirmation:
-    """The decision on the call, or the pause it waits on.
+    """The decision on the call, or the pause it waits on (``other_digests``: look for answers
+    given to this proposal for another action digest; ``handler``: ask the agent's
+    confirmation handler when no one answered).
 
     An answer that does not count (the approver lacks the role, the approval expired, it
     answered another call) is recorded as refused, and the call pauses again under a new
@@ -143,7 +166,7 @@ async def decision_on(
         req = await _expiring(ctx, k, request, gate)
         found, ans = ctx.answer(k)
         answered, why = k, None
-        if not found and n == 0 and key != proposal.key("tc"):
+        if not found and n == 0 and other_digests and key != proposal.key("tc"):
             stale = _stale(ctx, proposal, req)
             if stale is not None:
                 found = True
@@ -151,6 +174,15 @@ async def decision_on(
         if not found:
             break
         d = Decision.coerce(ans)
+        # A guarded agent's approval is bound to the whole action digest (the simple form's
+        # to the fingerprint only, as before).
+        guarded = agent.policy is not None or agent.access_control is not None
+        bound = ans.get("action_digest") if guarded and isinstance(ans, Mapping) else None
+        if why is None and bound and req.action_digest and bound != req.action_digest:
+            why = (
+                f"the approval was given for action {bound}, and the call as it will run is "
+                f"{req.action_digest}; decide again"
+            )
         refusal = why or refusal_of(agent, d, req, gate)
         if refusal is None:
             return Confirmation(d, k, req, refusals=tuple(refusals))
@@ -160,7 +192,8 @@ async def decision_on(
             return Confirmation(None, k, req, refusal, tuple(refusals))
         n += 1
         k = f"{key}:r{n}"
-    if gate.decision == "requires_human_approval" and agent.confirmation_handler is not None:
+    confirm = gate.decision == "requires_human_approval"
+    if handler and confirm and agent.confirmation_handler is not None:
         decided = await ask_handler(agent, ctx, proposal, req)
         return Confirmation(decided, k, req, refusal, tuple(refusals), decided is not None)
     return Confirmation(None, k, req, refusal, tuple(refusals))
@@ -188,6 +221,13 @@ def _stale(
         return None
     key, ans = next(reversed(stale.items()))
     given = key[len(prefix) :].split(":")[0]
+    if request.action_digest and request.action_digest[7:19] == given:
+        return (
+            key,
+            ans,
+            "the policy now requires a new authorization of this call "
+            "(reauthorization_required): an earlier approval does not count; decide again",
+        )
     return (
         key,
         ans,

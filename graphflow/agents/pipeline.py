@@ -42,6 +42,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from graphflow.agents.confirm import (
+    Gate,
     decision_on,
     gate_of,
     pause_request,
@@ -164,6 +165,8 @@ async def handle_call(
         key = proposal.key("tc")
         if agent.policy is not None or agent.access_control is not None:
             key = f"{key}:{digest[7:19]}"
+        if gate.decision == "reauthorization_required":  # no earlier approval satisfies it
+            key = f"{key}:reauth"
         conf = await decision_on(agent, ctx, proposal, key, request, gate)
         for refused_key, refused, why in conf.refusals:
             trail.refused(refused_key, refused, why)
@@ -194,7 +197,17 @@ async def handle_call(
         pauses.append(pause_request(hold, request, None, None))
         return out
     # 5. execute, at most once
-    content = await _dispatch(agent, ctx, proposal, tool, args, pauses, trail)
+    content = await _dispatch(
+        agent,
+        ctx,
+        proposal,
+        tool,
+        args,
+        pauses,
+        trail,
+        gate,
+        lambda: request_of(agent, tool, call, args, tctx, gate, digest),
+    )
     if content is None:
         return out
     result, ran = content
@@ -207,7 +220,8 @@ async def handle_call(
         final = await ctx.step_once(proposal.key("after"), _after, agent.after_tool, tctx, result)
         result = final["result"]
     out.content = as_text(result) if ran else f"Error: tool {call.name} failed: {result}"
-    out.untrusted = tool.untrusted_output and ran
+    # An untrusted tool's error text may quote what it read: it taints like its results.
+    out.untrusted = tool.untrusted_output
     return out
 
 
@@ -219,20 +233,38 @@ async def _dispatch(
     args: dict[str, Any],
     pauses: list[PauseRequest],
     trail: CallTrail,
+    gate: Gate,
+    make_request: Callable[[], ToolConfirmationRequest],
 ) -> tuple[Any, bool] | None:
     """Run the call at most once: (result, True), or (error text, False), or None when its
-    outcome is unknown (a crash between claim and outcome) and it pauses for a human."""
+    outcome is unknown (a crash between claim and outcome) and it pauses for a human.
+
+    Running it again after such a crash takes a human's approval under the call's own rules
+    (the role an escalation requires, expiry, the fingerprint), and each approval runs it
+    once: a crash during that run pauses again (``KEY:1``, ``KEY:2`` ...) for a new one."""
     call = proposal.call
     force = tool.idempotent
-    if not force:
-        found, ans = ctx.answer(proposal.key("unknown"))
-        if found:
-            if Decision.coerce(ans).verdict == "deny":
-                return (
-                    f"Tool call {call.id} ({call.name}) may or may not have run before a "
-                    "crash; a human chose not to run it again.",
-                    True,
-                )
+    base = proposal.key("unknown")
+    reruns = 0
+    while ctx.has_memo(f"rerun:{base}:{reruns}"):
+        reruns += 1
+    key = base if reruns == 0 else f"{base}:{reruns}"
+    refusal: str | None = None
+    if not force and (ctx.answer(key)[0] or ctx.answers_under(f"{key}:r")):
+        conf = await decision_on(
+            agent, ctx, proposal, key, make_request(), gate, other_digests=False, handler=False
+        )
+        for refused_key, refused, why in conf.refusals:
+            trail.refused(refused_key, refused, why)
+        key, refusal = conf.key, conf.refusal
+        if conf.decision is not None and conf.decision.verdict == "deny":
+            return (
+                f"Tool call {call.id} ({call.name}) may or may not have run before a "
+                "crash; a human chose not to run it again.",
+                True,
+            )
+        if conf.decision is not None:
+            await ctx.step_once(f"rerun:{base}:{reruns}", _consumed)
             force = True
 
     async def run() -> Any:
@@ -241,15 +273,17 @@ async def _dispatch(
     fingerprint = tool_call_fingerprint(call.name, call.args)
     out = await ctx.dispatch_once(proposal.dispatch_key, call.name, fingerprint, run, force=force)
     if out.status == "unknown":
-        request = ToolConfirmationRequest(
-            call.name, call.id, dict(call.args), fingerprint, agent.name
-        )
-        trail.outcome_unknown(proposal.key("unknown"))
-        pauses.append(pause_request(proposal.key("unknown"), request, "unknown", None))
+        trail.outcome_unknown(key)
+        pauses.append(pause_request(key, make_request(), "unknown", refusal))
         return None
     if out.status == "failed":
         return out.error, False
     return out.result, True
+
+
+def _consumed() -> bool:
+    """The memo that uses up an approval to run a call again after a crash."""
+    return True
 
 
 async def _before(

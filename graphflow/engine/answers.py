@@ -70,6 +70,12 @@ def check_decisions(decisions: Any) -> dict[str, Decision]:
             raise InvalidArgumentError(
                 f"decisions are keyed by function call id (a non-empty string), not {key!r}"
             )
+        if isinstance(value, Mapping) and value.get("roles"):
+            raise InvalidArgumentError(
+                f"decision {key!r}: roles cannot be given with a decision; an approver's roles "
+                "come from its Principal (Decision.approve(by=Principal(...))) or from the "
+                "agent's AccessControl assignments"
+            )
         out[key] = Decision.coerce(value)
     return out
 
@@ -260,6 +266,11 @@ def _match(
         why = d.reason if d.reason is not None else reason
         target: PauseRecord | None = by_pause.get(PauseId(key))
         note: str | None = None
+        if target is not None and key in by_call and by_call[key] != [target]:
+            raise InvalidArgumentError(
+                f"thread {thread_id!r}: decision key {key!r} is both a pause id and the "
+                "function call id of another pending call; key it by that call's pause id"
+            )
         if target is None and key in by_call:
             candidates = by_call[key]
             if len(candidates) > 1:
@@ -322,5 +333,8 @@ def _match(
             # arguments under the same key finds an answer for another call (refused).
             fingerprint = _request(target).get("fingerprint")
             value = Decision(d.verdict, fingerprint, actor, why, d.expires_at, d.roles).as_answer()
+            digest = _request(target).get("action_digest")
+            if digest:  # bound to the whole digest of the call it answered
+                value["action_digest"] = digest
             answers.append(AnswerRecord(target.id, tid, value, actor, why))
     return answers, records

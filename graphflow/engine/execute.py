@@ -24,7 +24,7 @@ from graphflow.engine import lease, plan, start
 from graphflow.engine.committer import Committer
 from graphflow.engine.context import EngineFault
 from graphflow.engine.events import Emitter
-from graphflow.engine.pauses import UNSET
+from graphflow.engine.pauses import UNSET, principal_name
 from graphflow.engine.run import Run
 from graphflow.errors import (
     InvalidArgumentError,
@@ -153,6 +153,9 @@ async def _run(
         raise ThreadNotFoundError(run.thread_id)
     if thread is not None and thread.status == "frozen":
         raise ThreadFrozenError(run.thread_id)
+    # Decisions given without ``by`` are recorded as the resume's own principal, never as
+    # the thread's (the requester does not approve its own calls by default).
+    run.decider = principal_name(run.principal)
     if run.principal is None and input is None:  # the thread's own (bound at its input)
         run.principal = run.hidden.get(plan.PRINCIPAL_KEY)
     forking = checkpoint_id is not None and thread is not None and checkpoint_id != thread.head

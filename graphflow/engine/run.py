@@ -104,6 +104,8 @@ class Run:
         self.answers: dict[str, Any] = {}
         """Answers to pauses of the current frontier's tasks."""
         self.ignored: tuple[DecisionRecord, ...] = ()
+        self.decider: str | None = None
+        """Who answers, when a decision names no ``by``: the resume's own principal."""
         self.witness: Witness = (
             parent.witness if parent is not None else Witness(evidence, thread_id)
         )

@@ -22,7 +22,7 @@ from checkpoints.models import (
 )
 from graphflow.engine import answers, plan
 from graphflow.engine.apply import apply_writes, set_write, user_values
-from graphflow.engine.pauses import UNSET, principal_name
+from graphflow.engine.pauses import UNSET
 from graphflow.engine.witness import GATES, decision_event, resume_event
 from graphflow.errors import NothingToResumeError
 from graphflow.types import START, RunResult
@@ -165,7 +165,7 @@ async def take_answers(
         records,
         resume=resume,
         decisions=run.decisions,
-        by=principal_name(run.principal),
+        by=run.decider,
         release_gates=True,
     )
     run.ignored = found.ignored

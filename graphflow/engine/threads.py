@@ -9,6 +9,7 @@ rules as ``invoke``'s (``engine.answers``). ``cancel`` takes the lease and commi
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable, Mapping
 from typing import Any
 
@@ -29,7 +30,7 @@ from graphflow.decisions import Decision
 from graphflow.engine import answers, lease
 from graphflow.engine.committer import Committer
 from graphflow.engine.history import carried_step
-from graphflow.engine.pauses import UNSET
+from graphflow.engine.pauses import UNSET, principal_name
 from graphflow.engine.witness import GATES, Witness, decision_event, resume_event
 from graphflow.errors import (
     InvalidArgumentError,
@@ -50,7 +51,7 @@ async def submit(
     *,
     decisions: Mapping[str, Decision],
     resume: Any = UNSET,
-    by: str | None = None,
+    by: Any = None,
     reason: str | None = None,
     evidence: EvidenceLog | None = None,
 ) -> tuple[DecisionRecord, ...]:
@@ -60,6 +61,12 @@ async def submit(
     cannot be written, nothing is recorded (``EvidenceError``)."""
     if resume is UNSET and not decisions:
         raise InvalidArgumentError("submit needs decisions= or resume= to record")
+    if by is not None:  # an id, or a Principal (its roles count for its own decisions)
+        decisions = {
+            k: d if d.by is not None else dataclasses.replace(d, by=by)
+            for k, d in decisions.items()
+        }
+        by = principal_name(by)
     th = await store.get_thread(ThreadId(thread_id))
     if th is None:
         raise ThreadNotFoundError(thread_id)

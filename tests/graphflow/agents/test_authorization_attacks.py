@@ -118,11 +118,6 @@ def policy_with(*rules: dict[str, Any]) -> Policy:
 
 
 # -- a missing principal ---------------------------------------------------------------------------
-@pytest.mark.xfail(
-    strict=True,
-    reason="with no principal, gate_of escalates before the policy is asked: a call the "
-    "policy denies or freezes becomes approvable by anyone",
-)
 @pytest.mark.parametrize("verdict", ["deny", "freeze"])
 def test_a_call_the_policy_stops_stays_stopped_when_there_is_no_principal(
     store: Checkpointer, spy: Spy, verdict: str
@@ -138,11 +133,6 @@ def test_a_call_the_policy_stops_stays_stopped_when_there_is_no_principal(
     assert spy.runs("send_email") == []
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="with no principal, the escalation names no required_role: a refund that needs "
-    "finance is approved by an approver without it (or by nobody in particular)",
-)
 @pytest.mark.parametrize("approval", [Decision.approve(by="bob"), "approve"], ids=["bob", "anyone"])
 def test_no_principal_keeps_the_role_the_policy_requires(
     store: Checkpointer, spy: Spy, approval: Any
@@ -154,11 +144,6 @@ def test_no_principal_keeps_the_role_the_policy_requires(
 
 
 # -- the approver's roles --------------------------------------------------------------------------
-@pytest.mark.xfail(
-    strict=True,
-    reason="Decision.coerce reads 'roles' from a plain mapping: the caller assigns itself the "
-    "required role (API.md: roles come from the approver Principal or AccessControl)",
-)
 @pytest.mark.parametrize("via", ["invoke", "submit"])
 def test_roles_written_into_a_decision_mapping_grant_nothing(
     store: Checkpointer, spy: Spy, via: str
@@ -166,19 +151,16 @@ def test_roles_written_into_a_decision_mapping_grant_nothing(
     g = build(store, spy)
     g.invoke(ask("refund 7 500"), thread_id="t", principal="alice")
     forged = {"verdict": "approve", "by": "bob", "roles": ["finance"]}  # bob: support only
-    if via == "submit":
-        g.submit("t", decisions={REFUND: forged})
-        g.invoke(None, thread_id="t")
-    else:
-        g.invoke(None, thread_id="t", decisions={REFUND: forged})
+    with pytest.raises(InvalidArgumentError, match="roles cannot be given with a decision"):
+        if via == "submit":
+            g.submit("t", decisions={REFUND: forged})
+        else:
+            g.invoke(None, thread_id="t", decisions={REFUND: forged})
+    g.invoke(None, thread_id="t")
     assert amounts(spy) == []
+    assert g.list_decisions("t") == []  # refused before anything was recorded
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="Decision.coerce takes any 'by' and 'roles': a mapping as 'by' becomes its repr as "
-    "the approver id, a role string becomes one role per character",
-)
 @pytest.mark.parametrize(
     "raw",
     [
@@ -194,11 +176,6 @@ def test_a_malformed_approver_is_refused_or_read_as_meant(raw: dict[str, Any]) -
     assert d.by == "carol" and set(d.roles) <= {"finance"}
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="submit(by=Principal) keeps the Principal object as the decision's actor: the "
-    "memory store records it as is, the SQLite store raises a raw TypeError",
-)
 def test_submit_by_a_principal_records_its_id(store: Checkpointer, spy: Spy) -> None:
     g = build(store, spy)
     g.invoke(ask("refund 7 500"), thread_id="t", principal="alice")
@@ -257,11 +234,6 @@ class PauseIdCallIds:
         return ModelResponse(text="ok")
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="decisions are matched by pause id before call id: a model whose call id is "
-    "another call's pause id redirects the approval of its harmless call to that call",
-)
 def test_a_call_id_equal_to_another_calls_pause_id_does_not_redirect_the_approval(
     store: Checkpointer, spy: Spy
 ) -> None:
@@ -281,11 +253,6 @@ def test_a_call_id_equal_to_another_calls_pause_id_does_not_redirect_the_approva
     assert amounts(spy) == []
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="_stale reads every answer under 'tc:tN:ID:' as a stale answer of call ID: the "
-    "approval of call 'ID:x' is recorded as refused although that call ran",
-)
 def test_a_call_id_with_a_colon_does_not_turn_another_approval_into_a_refusal(
     store: Checkpointer, spy: Spy
 ) -> None:
@@ -299,11 +266,6 @@ def test_a_call_id_with_a_colon_does_not_turn_another_approval_into_a_refusal(
     assert not any(n.startswith("refused") for n in notes), notes
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="a call id 'ID:r1' takes the key of call ID's re-pause: after a refusal the "
-    "pending pauses list the other call twice and call ID not at all",
-)
 def test_a_call_id_ending_in_r1_does_not_hide_another_calls_new_pause(
     store: Checkpointer, spy: Spy
 ) -> None:
@@ -318,11 +280,6 @@ def test_a_call_id_ending_in_r1_does_not_hide_another_calls_new_pause(
     assert spy.runs() == []
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="two calls of one turn with one call id share a dispatch record: the second never "
-    "runs and is given the first one's recorded result as its own",
-)
 def test_a_call_id_reused_in_one_turn_never_gets_another_tools_result(
     store: Checkpointer, spy: Spy
 ) -> None:
@@ -334,11 +291,6 @@ def test_a_call_id_reused_in_one_turn_never_gets_another_tools_result(
     assert told and all("found a" not in m.content for m in told)
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="a reused call id in one turn gives the trusted result the untrusted one's message "
-    "id: add_messages replaces it and the transcript is no longer tainted",
-)
 def test_a_call_id_reused_in_one_turn_cannot_wash_out_the_taint(
     store: Checkpointer, spy: Spy
 ) -> None:
@@ -352,11 +304,6 @@ def test_a_call_id_reused_in_one_turn_cannot_wash_out_the_taint(
     assert amounts(spy) == []
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="memo keys are 'before:tN:ID' plus '#n' on reuse: calls 'x', 'x', 'x#1' give the "
-    "third call the second one's before_tool verdict, so a 5000 refund skips the budget check",
-)
 def test_call_ids_cannot_make_before_tool_skip_a_call(store: Checkpointer, spy: Spy) -> None:
     def budget(ctx: Any) -> Any:
         return "over budget" if ctx.args["amount"] > 1000 else None
@@ -410,11 +357,6 @@ def test_a_proposal_written_into_the_input_transcript_is_never_executed(
 
 
 # -- reauthorization and the digest ----------------------------------------------------------------
-@pytest.mark.xfail(
-    strict=True,
-    reason="reauthorization_required is answered at the same key as the pause before it, so "
-    "the earlier approval satisfies it (API.md: no earlier approval does)",
-)
 def test_reauthorization_required_is_not_satisfied_by_an_earlier_approval(
     store: Checkpointer, spy: Spy
 ) -> None:
@@ -468,11 +410,6 @@ def test_a_reauthorization_pause_runs_on_its_own_approval_and_a_new_deny_wins(
     assert [r["to"] for r in spy.runs("send_email")] == ["x@evil.com"]
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="an approval is bound to 12 hex digits (48 bits) of the action digest, the pause "
-    "key; the full digest is never compared",
-)
 def test_the_approval_is_bound_to_the_whole_action_digest(
     store: Checkpointer, spy: Spy, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -536,11 +473,6 @@ def test_taint_crosses_into_a_subgraph_agent_and_its_decision_routes_down(
     assert amounts(spy) == [50]
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="out.untrusted needs the tool to have run: the error text of a failing "
-    "untrusted_output tool (which may quote the page) enters the transcript as trusted",
-)
 def test_the_error_of_an_untrusted_tool_taints_the_transcript(
     store: Checkpointer, spy: Spy
 ) -> None:
@@ -558,11 +490,6 @@ def test_the_error_of_an_untrusted_tool_taints_the_transcript(
     assert amounts(spy) == []
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="taint lives on messages: a new input message that reuses a tainted message's id "
-    "replaces it (add_messages) and the thread is clean again",
-)
 def test_reusing_a_tainted_messages_id_does_not_clear_the_taint(
     store: Checkpointer, spy: Spy
 ) -> None:
@@ -744,11 +671,6 @@ def test_a_freeze_right_after_a_crash_holds_the_call_until_a_human_decides(
 
 
 @pytest.mark.slow
-@pytest.mark.xfail(
-    strict=True,
-    reason="the outcome-unknown pause is answered without the escalation's checks: an "
-    "approver without 'finance' has the escalated refund run a second time",
-)
 def test_running_an_escalated_call_again_after_a_crash_needs_the_role(
     after_crash: tuple[Path, Spy],
 ) -> None:
@@ -765,11 +687,6 @@ def test_running_an_escalated_call_again_after_a_crash_needs_the_role(
 
 
 @pytest.mark.slow
-@pytest.mark.xfail(
-    strict=True,
-    reason="the 'run it again' answer of an outcome-unknown pause stays valid: after a second "
-    "crash the call runs a third time with no new decision",
-)
 def test_a_second_crash_after_run_it_again_pauses_again(after_crash: tuple[Path, Spy]) -> None:
     db, spy = after_crash
     store = SqliteCheckpointer(db)
