@@ -16,12 +16,24 @@ Contract shared by all backends (checked by ``tests/checkpoints/conformance.py``
   ``CorruptCheckpointError`` naming the thread and checkpoint; a backend never returns a
   partly decoded record, nor a damaged one as if it were sound.
 - Pauses, answers, decisions and dispatch records are append-only.
+
+Which error wins, when a call meets several (every backend, checked by ``checkpoints.testing``
+on each): what the store finds before it looks at the values it was given. In order:
+
+1. damage of what the call reads (``CorruptCheckpointError``: a damaged thread row, a tool
+   call that was never claimed);
+2. the lease (``LeaseHeldError`` when the commit takes it, ``LeaseLostError``);
+3. the head (``HeadConflictError``);
+4. arguments that are not values of their type (``ValueError``: a dispatch status);
+5. a value that cannot be stored (``SerializationError``).
+
+A call that raises writes nothing. ``first_error`` applies the rule to what a backend found.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from typing import Any, Protocol, runtime_checkable
+from typing import Any, Protocol, get_args, runtime_checkable
 
 from checkpoints.models import (
     AnswerRecord,
@@ -30,6 +42,7 @@ from checkpoints.models import (
     CheckpointRecord,
     CommitBatch,
     DecisionRecord,
+    DispatchOutcome,
     DispatchRecord,
     PauseId,
     PauseRecord,
@@ -41,6 +54,18 @@ from checkpoints.models import (
     ThreadRecord,
     ThreadStatus,
 )
+
+
+def first_error(*found: Exception | None) -> Exception | None:
+    """The error that wins among those found (given in the order of the rule above)."""
+    return next((e for e in found if e is not None), None)
+
+
+def check_dispatch_outcome(status: object) -> ValueError | None:
+    """The error for a dispatch outcome that is not a ``DispatchOutcome`` (None if it is)."""
+    if type(status) is str and status in get_args(DispatchOutcome):
+        return None
+    return ValueError(f"dispatch status must be 'succeeded' or 'failed', not {status!r}")
 
 
 @runtime_checkable

@@ -131,3 +131,22 @@ class StorePathError(CheckpointError):
 class ReadOnlyStoreError(StorePathError):
     """A write to a store opened read-only (the file or its directory is not writable);
     nothing was written. Reads of such a store work."""
+
+
+# -- factories of the errors both backends raise alike --------------------------------------
+
+
+def head_missing(thread_id: str, head: str | None) -> CorruptCheckpointError:
+    """A thread whose head checkpoint is not stored (never taken for a new thread)."""
+    return CorruptCheckpointError(
+        f"thread {thread_id!r}: head checkpoint {head!r} is missing",
+        thread_id=thread_id,
+        checkpoint_id=head,
+    )
+
+
+def never_claimed(thread_id: str, call_id: str) -> CorruptCheckpointError:
+    """An outcome recorded for a tool call that has no claim."""
+    return CorruptCheckpointError(
+        f"tool call {call_id!r} of thread {thread_id!r} was never claimed", thread_id=thread_id
+    )

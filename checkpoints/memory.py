@@ -13,13 +13,15 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from checkpoints import serde
-from checkpoints._decode import load_value as _load
-from checkpoints._decode import missing_channel as _missing
+from checkpoints.base import check_dispatch_outcome, first_error
+from checkpoints.encoding import encode_batch, frontier_entry, load_value, missing_channel
 from checkpoints.errors import (
-    CorruptCheckpointError,
     HeadConflictError,
     LeaseHeldError,
     LeaseLostError,
+    SerializationError,
+    head_missing,
+    never_claimed,
 )
 from checkpoints.lease import lease_free
 from checkpoints.models import (
@@ -59,7 +61,7 @@ class MemoryCheckpointer:
         self._channels: dict[tuple[str, str, str, int], tuple[str, int | None, bytes]] = {}
         # (thread, ns, channel, base) -> sorted list of append versions
         self._chains: dict[tuple[str, str, str, int], list[int]] = {}
-        self._tasks: dict[tuple[str, str, str], dict[str, tuple[TaskRecord, bytes]]] = {}
+        self._tasks: dict[tuple[str, str, str], dict[str, tuple[TaskRecord, bytes | None]]] = {}
         self._memos: dict[tuple[str, str, str], dict[str, dict[str, bytes]]] = {}
         self._pauses: dict[str, dict[str, tuple[PauseRecord, bytes]]] = {}
         self._answers: dict[str, list[tuple[AnswerRecord, bytes]]] = {}
@@ -113,11 +115,7 @@ class MemoryCheckpointer:
             raise LeaseHeldError(thread_id, rec.lease_owner)
         ck = await self.get_checkpoint(thread_id, "", rec.head)
         if ck is None:
-            raise CorruptCheckpointError(
-                f"thread {thread_id!r}: head checkpoint {rec.head!r} is missing",
-                thread_id=thread_id,
-                checkpoint_id=rec.head,
-            )
+            raise head_missing(thread_id, rec.head)
         point = ResumePoint(
             rec,
             ck,
@@ -156,37 +154,27 @@ class MemoryCheckpointer:
             raise HeadConflictError(thread_id, batch.expected_head, rec.head)
         ns = batch.ns
         # Serialize everything first: a SerializationError leaves the store unchanged.
-        tasks = [
-            (t, _dump((t.writes, t.routes), f"writes of task {t.node!r}")) for t in batch.tasks
-        ]
-        memos = [(m, _dump(m.value, f"step {m.key!r}")) for m in batch.memos]
-        chans = [(c, _dump(c.value, c.channel)) for c in batch.channels]
-        pauses = [(p, _dump(p.value, f"pause {p.id!r}")) for p in batch.pauses]
-        answers = [(a, _dump(a.value, f"answer to {a.pause_id!r}")) for a in batch.answers]
-        ckpt_blob = None
-        if batch.checkpoint is not None:
-            ckpt = batch.checkpoint
-            ckpt_blob = _dump((ckpt.frontier, ckpt.metadata), "frontier")
+        enc = encode_batch(batch, blobs=False)
         # Apply.
         if take:
             rec.lease_owner, rec.lease_expires_at = owner, now() + (batch.acquire_ttl or 0.0)
-        for t, blob in tasks:
+        for t, task_blob in enc.tasks:
             key = (thread_id, ns, t.checkpoint_id)
-            self._tasks.setdefault(key, {})[t.task_id] = (dataclasses.replace(t), blob)
-        for m, blob in memos:
+            self._tasks.setdefault(key, {})[t.task_id] = (dataclasses.replace(t), task_blob)
+        for m, blob in enc.memos:
             key = (thread_id, ns, m.checkpoint_id)
             self._memos.setdefault(key, {}).setdefault(m.task_id, {})[m.key] = blob
-        for c, blob in chans:
+        for c, blob in enc.channels:
             self._channels[(thread_id, ns, c.channel, c.version)] = (c.kind, c.base, blob)
             if c.kind == "append" and c.base is not None:
                 chain = self._chains.setdefault((thread_id, ns, c.channel, c.base), [])
                 if c.version not in chain:
                     bisect.insort(chain, c.version)
-        for p, blob in pauses:
+        for p, blob in enc.pauses:
             self._pauses.setdefault(thread_id, {})[p.id] = (p, blob)
-        for a, blob in answers:
+        for a, blob in enc.answers:
             self._answers.setdefault(thread_id, []).append((a, blob))
-        if batch.checkpoint is not None and ckpt_blob is not None:
+        if batch.checkpoint is not None and enc.body is not None:
             ck = dataclasses.replace(
                 batch.checkpoint,
                 frontier=(),
@@ -194,7 +182,7 @@ class MemoryCheckpointer:
                 channel_versions=dict(batch.checkpoint.channel_versions),
                 channel_bases=dict(batch.checkpoint.channel_bases),
             )
-            self._checkpoints.setdefault((thread_id, ns), {})[ck.id] = (ck, ckpt_blob)
+            self._checkpoints.setdefault((thread_id, ns), {})[ck.id] = (ck, enc.body)
             if ns == "":
                 rec.head = ck.id
         if batch.thread is not None:
@@ -209,10 +197,10 @@ class MemoryCheckpointer:
 
     # -- reads -----------------------------------------------------------------------------
     def _revive_checkpoint(self, ck: CheckpointRecord, blob: bytes) -> CheckpointRecord:
-        frontier, metadata = _load(blob, ck.thread_id, ck.id, "checkpoint")
+        frontier, metadata = load_value(blob, ck.thread_id, ck.id, "checkpoint")
         return dataclasses.replace(
             ck,
-            frontier=tuple(frontier),
+            frontier=tuple(frontier_entry(t) for t in frontier),
             metadata=metadata,
             channel_versions=dict(ck.channel_versions),
             channel_bases=dict(ck.channel_bases),
@@ -257,24 +245,24 @@ class MemoryCheckpointer:
             if base is None:
                 row = self._channels.get((thread_id, ns, channel, version))
                 if row is None:
-                    raise _missing(thread_id, channel, version)
-                out[channel] = _load(row[2], thread_id, None, f"channel {channel!r}")
+                    raise missing_channel(thread_id, channel, version)
+                out[channel] = load_value(row[2], thread_id, None, f"channel {channel!r}")
                 continue
             base_v = base[0]
             head = self._channels.get((thread_id, ns, channel, base_v))
             if head is None or head[0] != "set":  # the chain's start is missing
-                raise _missing(thread_id, channel, base_v)
-            value = list(_load(head[2], thread_id, None, f"channel {channel!r}"))
+                raise missing_channel(thread_id, channel, base_v)
+            value = list(load_value(head[2], thread_id, None, f"channel {channel!r}"))
             chain = self._chains.get((thread_id, ns, channel, base_v), [])
             count = 0
             for v in sorted(chain):
                 if v > version:
                     break
                 row = self._channels[(thread_id, ns, channel, v)]
-                value.extend(_load(row[2], thread_id, None, f"channel {channel!r}"))
+                value.extend(load_value(row[2], thread_id, None, f"channel {channel!r}"))
                 count += 1
             if count != base[1]:
-                raise _missing(thread_id, channel, version)
+                raise missing_channel(thread_id, channel, version)
             out[channel] = value
         return out
 
@@ -283,7 +271,11 @@ class MemoryCheckpointer:
     ) -> dict[TaskId, TaskRecord]:
         out: dict[TaskId, TaskRecord] = {}
         for tid, (t, blob) in self._tasks.get((thread_id, ns, checkpoint_id), {}).items():
-            writes, routes = _load(blob, thread_id, checkpoint_id, f"task {t.node!r}")
+            writes, routes = (
+                (None, None)
+                if blob is None
+                else load_value(blob, thread_id, checkpoint_id, f"task {t.node!r}")
+            )
             out[TaskId(tid)] = dataclasses.replace(t, writes=writes, routes=routes)
         return out
 
@@ -293,14 +285,14 @@ class MemoryCheckpointer:
         table = self._memos.get((thread_id, ns, checkpoint_id), {})
         return {
             TaskId(tid): {
-                k: _load(b, thread_id, checkpoint_id, f"step {k!r}") for k, b in memo.items()
+                k: load_value(b, thread_id, checkpoint_id, f"step {k!r}") for k, b in memo.items()
             }
             for tid, memo in table.items()
         }
 
     # -- pauses and answers ------------------------------------------------------------
     def _revive_pause(self, p: PauseRecord, blob: bytes) -> PauseRecord:
-        value = _load(blob, p.thread_id, p.checkpoint_id, f"pause {p.id!r}")
+        value = load_value(blob, p.thread_id, p.checkpoint_id, f"pause {p.id!r}")
         return dataclasses.replace(p, value=value)
 
     async def get_pauses(
@@ -326,7 +318,7 @@ class MemoryCheckpointer:
         out: dict[PauseId, AnswerRecord] = {}
         for a, blob in self._answers.get(thread_id, []):
             if wanted is None or a.pause_id in wanted:
-                value = _load(blob, thread_id, None, f"answer to {a.pause_id!r}")
+                value = load_value(blob, thread_id, None, f"answer to {a.pause_id!r}")
                 out[a.pause_id] = dataclasses.replace(a, value=value)
         return out
 
@@ -345,7 +337,7 @@ class MemoryCheckpointer:
     ) -> list[DecisionRecord]:
         return [
             d if blob is None else dataclasses.replace(
-                d, extra=_load(blob, thread_id, None, f"extra of decision {d.call_id!r}")
+                d, extra=load_value(blob, thread_id, None, f"extra of decision {d.call_id!r}")
             )
             for d, blob in self._decisions.get(thread_id, [])
             if call_id is None or d.call_id == call_id
@@ -369,14 +361,20 @@ class MemoryCheckpointer:
     ) -> None:
         key = (thread_id, call_id)
         found = self._dispatch.get(key)
-        if found is None:
-            raise CorruptCheckpointError(
-                f"tool call {call_id!r} of thread {thread_id!r} was never claimed",
-                thread_id=thread_id,
-            )
-        if status not in ("succeeded", "failed"):
-            raise ValueError(f"dispatch status must be 'succeeded' or 'failed', not {status!r}")
-        blob = _dump(result, f"result of tool call {call_id!r}")
+        problem: SerializationError | None = None
+        try:
+            blob = _dump(result, f"result of tool call {call_id!r}")
+        except SerializationError as e:
+            problem = e
+        # The order of checkpoints.base: never claimed, the status, then the result.
+        wins = first_error(
+            never_claimed(thread_id, call_id) if found is None else None,
+            check_dispatch_outcome(status),
+            problem,
+        )
+        if wins is not None:
+            raise wins
+        assert found is not None
         rec = dataclasses.replace(found[0], error=error, completed_at=now())
         object.__setattr__(rec, "status", status)
         self._dispatch[key] = (rec, blob)
@@ -386,7 +384,7 @@ class MemoryCheckpointer:
         if found is None:
             return None
         rec, blob = found
-        return dataclasses.replace(rec, result=_load(blob, thread_id, None, "tool result"))
+        return dataclasses.replace(rec, result=load_value(blob, thread_id, None, "tool result"))
 
 
 __all__ = ["MemoryCheckpointer"]

@@ -53,12 +53,18 @@ ChannelWriteKind = Literal["set", "append"]
 DispatchStatus = Literal["claimed", "succeeded", "failed"]
 """A tool call's dispatch lifecycle: claimed before it runs, then its outcome."""
 
+DispatchOutcome = Literal["succeeded", "failed"]
+"""The outcome ``complete_dispatch`` records of a claimed call."""
+
+Verdict = Literal["approve", "deny"]
+"""A human's decision on a tool call."""
+
 THREAD_STATUSES: frozenset[str] = frozenset(get_args(ThreadStatus))
 TASK_STATUSES: frozenset[str] = frozenset(get_args(TaskStatus))
 PAUSE_KINDS: frozenset[str] = frozenset(get_args(PauseKind))
 CHECKPOINT_SOURCES: frozenset[str] = frozenset(get_args(CheckpointSource))
 DISPATCH_STATUSES: frozenset[str] = frozenset(get_args(DispatchStatus))
-VERDICTS: frozenset[str] = frozenset({"approve", "deny"})
+VERDICTS: frozenset[str] = frozenset(get_args(Verdict))
 """The values of each lifecycle type, for checking what is passed in or read back."""
 
 
@@ -248,7 +254,7 @@ class DecisionRecord:
 
     thread_id: ThreadId
     call_id: CallId
-    verdict: Literal["approve", "deny"]
+    verdict: Verdict
     fingerprint: str | None = None
     by: str | None = None
     reason: str | None = None

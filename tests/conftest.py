@@ -50,7 +50,7 @@ def no_blocking_on_the_loop(request: pytest.FixtureRequest) -> Iterator[None]:
     for fn in bb.functions.values():
         fn.can_block_predicate = _allowing_inline_io(fn.can_block_predicate)
         # Resolving a store's path when it is made (a stat, no wait): accepted.
-        fn.can_block_in("checkpoints/sqlite.py", "__init__")
+        fn.can_block_in("checkpoints/sqlite/durability.py", "__init__")
     bb.activate()
     try:
         yield

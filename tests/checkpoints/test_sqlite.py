@@ -34,15 +34,14 @@ from checkpoints import (
     StoreLockedError,
     TaskRecord,
     ThreadUpdate,
-    _wal,
-    migrations,
     serde,
 )
-from checkpoints import _sqlite_rows as rows
-from checkpoints import sqlite as sqlite_module
-from checkpoints._sqlite_sql import _INFO_OF_STATUS
 from checkpoints.lease import new_owner
 from checkpoints.models import CallId, CheckpointId, PauseId, TaskId, ThreadId, next_version
+from checkpoints.sqlite import durability, migrations
+from checkpoints.sqlite import wal as _wal
+from checkpoints.sqlite.reads import INFO_OF_STATUS
+from checkpoints.sqlite.rows import checks as rows
 
 try:  # tests/checkpoints is a package once tests/__init__.py exists
     from . import conformance as c
@@ -112,12 +111,30 @@ async def raw(
     def run() -> list[Any]:
         conn = sqlite3.connect(path, isolation_level=None, timeout=timeout)
         try:
+            if "scratch" in sql:  # a table of another application's, for its writes
+                conn.execute(SCRATCH)
             return conn.execute(sql, params).fetchall()
         finally:
             conn.close()
 
     return await anyio.to_thread.run_sync(run)
 
+
+async def raw_script(path: Path, sql: str) -> None:
+    """Run statements separated by ``;`` on a connection of their own (see ``raw``)."""
+
+    def run() -> None:
+        conn = sqlite3.connect(path, isolation_level=None)
+        try:
+            conn.executescript(sql)
+        finally:
+            conn.close()
+
+    await anyio.to_thread.run_sync(run)
+
+
+LEGACY = "CREATE TABLE _graphflow_meta (key TEXT PRIMARY KEY, value)"
+"""The second table of migration records that files of older versions have."""
 
 RECOMPUTE_CHECKSUMS = [
     "UPDATE gf_threads SET crc = gf_crc(thread_id, status, graph_name, pending_pause_ids,"
@@ -159,7 +176,7 @@ async def blessed(path: Path, sql: str, params: tuple[object, ...] = ()) -> None
 async def on_connection(cp: SqliteCheckpointer, sql: str) -> list[Any]:
     """Run SQL on the checkpointer's own connection, in a worker thread."""
     return await anyio.to_thread.run_sync(
-        lambda: cp._call(None, lambda c: c.execute(sql).fetchall())
+        lambda: cp._db.call(None, lambda c: c.execute(sql).fetchall())
     )
 
 
@@ -265,11 +282,14 @@ anyio.run(main, sys.argv[1])
 """
 )
 
-HOLDER = """
+SCRATCH = "CREATE TABLE IF NOT EXISTS scratch (key TEXT PRIMARY KEY, value)"
+
+HOLDER = f"""
 import sqlite3, sys, time
 conn = sqlite3.connect(sys.argv[1], isolation_level=None)
+conn.execute("{SCRATCH}")
 conn.execute("BEGIN IMMEDIATE")
-conn.execute("INSERT INTO _graphflow_meta VALUES ('holder', 1)")
+conn.execute("INSERT INTO scratch VALUES ('holder', 1)")
 print("locked", flush=True)
 time.sleep(float(sys.argv[2]))
 conn.execute("COMMIT")
@@ -285,7 +305,7 @@ async def test_connection_is_wal_full_with_busy_timeout(cp: SqliteCheckpointer) 
     assert await on_connection(cp, "PRAGMA journal_mode") == [("wal",)]
     assert await on_connection(cp, "PRAGMA synchronous") == [(2,)]  # FULL
     assert await on_connection(cp, "PRAGMA busy_timeout") == [(5000,)]
-    assert cp._conn is not None and not cp._conn.in_transaction
+    assert cp._db.conn is not None and not cp._db.conn.in_transaction
 
 
 @pytest.mark.anyio
@@ -310,9 +330,9 @@ async def test_failed_commits_leave_no_transaction_open(cp: SqliteCheckpointer, 
     for error, who, batch in bad:
         with pytest.raises(error):
             await cp.commit(T1, who, batch)
-        assert cp._conn is not None and not cp._conn.in_transaction
+        assert cp._db.conn is not None and not cp._db.conn.in_transaction
         # The write lock is free at once: another writer that does not wait gets it.
-        await raw(path, "INSERT OR REPLACE INTO _graphflow_meta VALUES ('probe', 1)", timeout=0)
+        await raw(path, "INSERT OR REPLACE INTO scratch VALUES ('probe', 1)", timeout=0)
 
 
 @pytest.mark.anyio
@@ -355,7 +375,7 @@ async def test_lazy_setup_and_reopen_after_close(path: Path) -> None:
     assert state == {"counter": 3, "msgs": [0, 1, 2, 3]}
     await cp.close()
     await cp.close()  # twice is fine
-    assert cp._conn is None
+    assert cp._db.conn is None
     rec = await cp.get_thread(T1)  # the same object opens the file again
     assert rec is not None and rec.head == head
     await cp.close()
@@ -504,7 +524,7 @@ async def test_commit_waits_for_another_process_write(cp: SqliteCheckpointer, pa
         assert await proc.wait() == 0
     assert waited > 0.2  # it waited for the other writer (busy_timeout), then committed
     assert (await load_head_state(cp))["counter"] == 1
-    assert await raw(path, "SELECT value FROM _graphflow_meta WHERE key = 'holder'") == [(1,)]
+    assert await raw(path, "SELECT value FROM scratch WHERE key = 'holder'") == [(1,)]
 
 
 @pytest.mark.anyio
@@ -544,14 +564,14 @@ async def test_schema_is_created_by_named_migrations(cp: SqliteCheckpointer, pat
 
     tables, indexes = await anyio.to_thread.run_sync(inspect)
     expected = {"gf_threads", "gf_checkpoints", "gf_channels", "gf_tasks", "gf_memos",
-                "gf_pauses", "gf_answers", "gf_decisions", "gf_dispatches", "_graphflow_meta",
+                "gf_pauses", "gf_answers", "gf_decisions", "gf_dispatches",
                 "_graphflow_migrations"}  # fmt: skip
     assert expected <= tables
+    assert "_graphflow_meta" not in tables  # one table records the migrations
     assert {"threads_by_status"} <= indexes
     applied = await raw(path, "SELECT name FROM _graphflow_migrations")
     assert applied == [(name,) for name, _ in migrations.MIGRATIONS]
-    version = await raw(path, "SELECT value FROM _graphflow_meta WHERE key = 'schema_version'")
-    assert version == [(migrations.SCHEMA_VERSION,)]
+    assert len(applied) == migrations.SCHEMA_VERSION
     # Reopening applies nothing again.
     await cp.close()
     again = SqliteCheckpointer(path)
@@ -567,7 +587,6 @@ async def test_newer_schema_version_is_refused(cp: SqliteCheckpointer, path: Pat
     await fill(cp, 1)
     await cp.close()
     newer = migrations.SCHEMA_VERSION + 1
-    await raw(path, "UPDATE _graphflow_meta SET value = ? WHERE key = 'schema_version'", (newer,))
     await raw(path, "INSERT INTO _graphflow_migrations VALUES ('9999_from_the_future', 0)")
     store = SqliteCheckpointer(path)
     with pytest.raises(SchemaVersionError, match=f"schema version {newer}.*upgrade graphflow"):
@@ -581,15 +600,17 @@ async def test_newer_schema_version_is_refused(cp: SqliteCheckpointer, path: Pat
 @pytest.mark.parametrize(
     "damage",
     [
-        "UPDATE _graphflow_meta SET value = value + 1 WHERE key = 'schema_version'",
-        "UPDATE _graphflow_meta SET value = 'two' WHERE key = 'schema_version'",
-        "DELETE FROM _graphflow_meta WHERE key = 'schema_version'",
-        "INSERT INTO _graphflow_migrations VALUES ('9999_from_the_future', 0)",
+        # The record of older versions (a legacy file) that does not count the migrations:
+        f"{LEGACY}; INSERT INTO _graphflow_meta VALUES ('schema_version', 3)",
+        f"{LEGACY}; INSERT INTO _graphflow_meta VALUES ('schema_version', 'two')",
+        f"{LEGACY}",
+        f"{LEGACY}; INSERT INTO _graphflow_meta VALUES ('schema_version', 2);"
+        " INSERT INTO _graphflow_migrations VALUES ('9999_from_the_future', 0)",
         "DELETE FROM _graphflow_migrations WHERE name = '0001_initial'",
         "DELETE FROM _graphflow_migrations WHERE name = '0002_checksums'",
         "UPDATE _graphflow_migrations SET name = '0001_initiam' WHERE name = '0001_initial'",
+        "UPDATE _graphflow_migrations SET name = 7 WHERE name = '0001_initial'",
         "DROP TABLE _graphflow_migrations",
-        "DROP TABLE _graphflow_meta",
     ],
 )
 async def test_damaged_migration_records_are_damage(
@@ -600,7 +621,7 @@ async def test_damaged_migration_records_are_damage(
     again on tables it made already (``table gf_threads already exists``)."""
     await fill(cp, 1)
     await cp.close()
-    await raw(path, damage)
+    await raw_script(path, damage)
     before = path.read_bytes()
     store = SqliteCheckpointer(path)
     for call in (store.setup, lambda: store.get_thread(T1)):
@@ -620,7 +641,6 @@ async def test_a_migration_meeting_its_own_tables_is_damage(path: Path) -> None:
     await fill(cp, 1)
     await cp.close()
     await raw(path, "DELETE FROM _graphflow_migrations")
-    await raw(path, "UPDATE _graphflow_meta SET value = 0 WHERE key = 'schema_version'")
     store = SqliteCheckpointer(path)
     with pytest.raises(CorruptCheckpointError, match="'0001_initial' meets its own tables"):
         await store.setup()
@@ -986,7 +1006,7 @@ async def test_listing_1000_paused_threads(
         )
         # One range of the index, which holds every column read: no row of the table is read
         # and nothing is sorted.
-        plan = await on_connection(cp, f"EXPLAIN QUERY PLAN {_INFO_OF_STATUS}".replace("?", "''"))
+        plan = await on_connection(cp, f"EXPLAIN QUERY PLAN {INFO_OF_STATUS}".replace("?", "''"))
         assert [row[-1] for row in plan] == [
             "SEARCH gf_threads USING COVERING INDEX threads_by_status (status=?)"
         ]
@@ -1037,9 +1057,9 @@ async def test_relaxed_writes_never_leave_the_connection_relaxed(path: Path) -> 
 
 def trace_statements(cp: SqliteCheckpointer) -> list[str]:
     """The statements cp's connection runs from now on (PRAGMAs, BEGIN and COMMIT included)."""
-    assert cp._conn is not None
+    assert cp._db.conn is not None
     seen: list[str] = []
-    cp._conn.set_trace_callback(lambda sql: seen.append(" ".join(sql.split())[:40]))
+    cp._db.conn.set_trace_callback(lambda sql: seen.append(" ".join(sql.split())[:40]))
     return seen
 
 
@@ -1091,18 +1111,19 @@ async def test_a_write_between_the_look_and_the_lock_keeps_the_header_sync(
     await cp.close()
     await cp.setup()
     looks: list[bool] = []
-    real_look = cp._wal_is_empty
+    real_look = cp._durability.wal_is_empty
 
     def look() -> bool:
         empty = real_look()
         if not looks:  # the first look: another process writes right after it
             other = sqlite3.connect(path, isolation_level=None)
-            other.execute("INSERT INTO _graphflow_meta VALUES ('probe', 1)")
+            other.execute(SCRATCH)
+            other.execute("INSERT INTO scratch VALUES ('probe', 1)")
             other.close()
         looks.append(empty)
         return empty
 
-    monkeypatch.setattr(cp, "_wal_is_empty", look)
+    monkeypatch.setattr(cp._durability, "wal_is_empty", look)
     seen = trace_statements(cp)
     await cp.acquire_lease(T1, "me", 60.0)
     assert looks == [True, False]
@@ -1162,7 +1183,7 @@ async def test_a_durable_commit_keeps_room_past_the_frames(path: Path) -> None:
     wal = Path(f"{path}-wal")
     assert wal.stat().st_size == room
     for i in range(40):  # past the room, as any other writer may
-        await raw(path, "INSERT INTO _graphflow_meta VALUES (?, ?)", (f"big{i}", bytes(4000)))
+        await raw(path, "INSERT INTO scratch VALUES (?, ?)", (f"big{i}", bytes(4000)))
     before = wal.read_bytes()
     assert len(before) > room and len(before) % room != 0
     await cp.renew_lease(T1, owner, 60.0)  # relaxed: no room kept
@@ -1174,7 +1195,7 @@ async def test_a_durable_commit_keeps_room_past_the_frames(path: Path) -> None:
     assert after.startswith(leased)  # the commit's frames went past the old end
     assert after.endswith(bytes(4096))  # the room left past them
     assert await raw(path, "SELECT count(*) FROM gf_checkpoints") == [(2,)]
-    assert await raw(path, "SELECT count(*) FROM _graphflow_meta WHERE key LIKE 'big%'") == [(40,)]
+    assert await raw(path, "SELECT count(*) FROM scratch WHERE key LIKE 'big%'") == [(40,)]
     assert await raw(path, "PRAGMA integrity_check") == [("ok",)]
     await cp.close()
 
@@ -1192,12 +1213,12 @@ async def test_a_failure_while_making_room_ends_the_transaction(
         raise RuntimeError("broken")
 
     monkeypatch.setattr(_wal, "make_room", broken)
-    conn = cp._conn
+    conn = cp._db.conn
     with pytest.raises(RuntimeError, match="broken"):
         await cp.commit(T1, owner, c.step_batch(head, {"counter": 1}, step=1))
-    assert cp._conn is conn and conn is not None and not conn.in_transaction  # rolled back
+    assert cp._db.conn is conn and conn is not None and not conn.in_transaction  # rolled back
     monkeypatch.undo()
-    await raw(path, "INSERT INTO _graphflow_meta VALUES ('probe', 1)", timeout=0.5)
+    await raw(path, "INSERT INTO scratch VALUES ('probe', 1)", timeout=0.5)
     await cp.commit(T1, owner, c.step_batch(head, {"counter": 1}, step=1))
     assert await raw(path, "SELECT count(*) FROM gf_checkpoints") == [(2,)]
     await cp.close()
@@ -1211,7 +1232,7 @@ async def test_a_lease_on_a_wal_that_holds_frames_makes_no_room(path: Path) -> N
     await writer.setup()  # (made on the event loop: it opens on first use)
     await writer.close()
     await writer.setup()
-    await raw(path, "INSERT INTO _graphflow_meta VALUES ('probe', 1)")  # frames, no room
+    await raw(path, "INSERT INTO scratch VALUES ('probe', 1)")  # frames, no room
     wal = Path(f"{path}-wal")
     before = wal.read_bytes()
     assert 0 < len(before) < _wal.ROOM_BYTES
@@ -1262,9 +1283,9 @@ async def test_a_large_input_is_never_committed_at_synchronous_off(path: Path) -
     await cp.close()
     await cp.setup()
     seen = trace_statements(cp)
-    head = await first_input(cp, os.urandom(sqlite_module._RELAXED_MAX_BYTES))
+    head = await first_input(cp, os.urandom(durability.RELAXED_MAX_BYTES))
     assert around_commit(seen) == ["PRAGMA synchronous=NORMAL", "BEGIN IMMEDIATE", "COMMIT"]
-    assert os.path.getsize(f"{path}-wal") > sqlite_module._RELAXED_MAX_BYTES
+    assert os.path.getsize(f"{path}-wal") > durability.RELAXED_MAX_BYTES
     with open(f"{path}-wal", "rb") as f:
         assert int.from_bytes(f.read(4), "big") in WAL_MAGIC
     ck = await cp.get_checkpoint(T1)
@@ -1285,20 +1306,20 @@ async def test_the_wal_descriptor_lives_and_dies_with_the_connection(path: Path)
     for _ in range(20):
         cp = SqliteCheckpointer(path)
         await cp.setup()  # (made on the event loop: it opens on first use)
-        assert cp._wal_fd is not None
-        assert os.path.samefile(f"/proc/self/fd/{cp._wal_fd}", f"{path}-wal")
+        assert cp._durability.wal_fd is not None
+        assert os.path.samefile(f"/proc/self/fd/{cp._durability.wal_fd}", f"{path}-wal")
         await cp.get_thread(T1)
         await cp.close()
-        assert cp._wal_fd is None and cp._conn is None
+        assert cp._durability.wal_fd is None and cp._db.conn is None
     assert fds() == before
     cp = SqliteCheckpointer(path)
     await cp.setup()  # (made on the event loop: it opens on first use)
-    assert cp._conn is not None
-    cp._conn.execute("BEGIN")  # as a failed ROLLBACK leaves it
-    cp._drop_if_stuck()
-    assert cp._wal_fd is None and cp._conn is None and fds() == before
+    assert cp._db.conn is not None
+    cp._db.conn.execute("BEGIN")  # as a failed ROLLBACK leaves it
+    cp._db.drop_if_stuck()
+    assert cp._durability.wal_fd is None and cp._db.conn is None and fds() == before
     assert (await cp.get_thread(T1)) is not None  # reopened
-    assert cp._wal_fd is not None
+    assert cp._durability.wal_fd is not None
     await cp.close()
 
 
@@ -1341,8 +1362,8 @@ async def test_closing_never_checkpoints_at_synchronous_off(path: Path) -> None:
     durable level is set first, so that checkpoint syncs."""
     cp = SqliteCheckpointer(path)
     await fill(cp, 1)
-    with cp._lock:
-        cp._ensure_sync(False, off=True)  # as a lease whose restore failed leaves it
+    with cp._db.lock:
+        cp._durability.ensure(False, off=True)  # as a lease whose restore failed leaves it
     seen = trace_statements(cp)
     await cp.close()
     assert around_commit(seen) == ["PRAGMA synchronous=FULL"]

@@ -31,7 +31,8 @@ from typing import Annotated, Any, TypedDict
 
 import anyio
 
-from checkpoints import SqliteCheckpointer, _wal
+from checkpoints import SqliteCheckpointer
+from checkpoints.sqlite import wal as _wal
 from graphflow import END, START, NodeContext, StateGraph, interrupt
 from graphflow.reducers import append
 

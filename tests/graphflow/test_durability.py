@@ -38,8 +38,9 @@ import _durability_worker as w
 import anyio
 import pytest
 
-from checkpoints import CommitBatch, CorruptCheckpointError, SqliteCheckpointer, _wal
+from checkpoints import CommitBatch, CorruptCheckpointError, SqliteCheckpointer
 from checkpoints.models import ThreadId, ThreadRecord
+from checkpoints.sqlite import wal as _wal
 
 WORKER = Path(__file__).with_name("_durability_worker.py")
 TIMEOUT = 60.0  # seconds any child may take; only guards against hangs, never asserted
@@ -469,7 +470,7 @@ class FaultyCheckpointer:
     async def _write(self, kind: str, payload: Any, call: Callable[[], Any]) -> None:
         self.calls += 1
         n = self.calls
-        conn = self.inner._conn  # white box: count or abort the transaction's VM steps
+        conn = self.inner._db.conn  # white box: count or abort the transaction's VM steps
         assert conn is not None
         steps = [0]
         limit = self.vm_step if n == self.at and self.when == "inside" else None
@@ -798,7 +799,8 @@ def test_killed_after_writing_room_past_the_frames_recovery_stops_at_the_zeros(
     db, effects, release = tmp_path / "store.db", tmp_path / "effects", tmp_path / "go"
     close(SqliteCheckpointer(db))
     other = sqlite3.connect(db, isolation_level=None)  # keeps the WAL; frames in it
-    other.execute("INSERT INTO _graphflow_meta VALUES ('probe', 1)")
+    other.execute("CREATE TABLE scratch (key TEXT PRIMARY KEY, value)")  # another app's
+    other.execute("INSERT INTO scratch VALUES ('probe', 1)")
     assert Path(f"{db}-wal").stat().st_size % _wal.ROOM_BYTES != 0
     opts = {"block": "a", "release": str(release)}
     first = procs.fresh([job("long", db, "t", effects, "input", opts=opts, die_after_room="grow")])
@@ -811,7 +813,7 @@ def test_killed_after_writing_room_past_the_frames_recovery_stops_at_the_zeros(
     assert wal.startswith(before) and len(wal) > len(before) and wal.endswith(bytes(4096))
     check_store(db, "t")  # recovery: the input's frames kept, the zeros ignored
     rows = dump(db)
-    assert ("probe", 1) in rows["_graphflow_meta"] and len(rows["gf_checkpoints"]) == 1
+    assert ("probe", 1) in rows["scratch"] and len(rows["gf_checkpoints"]) == 1
     second = procs.fresh([job("long", db, "t", effects, "continue")])
     assert second.report()["results"] == [[{"status": "done", "state": w.LONG_FINAL}]]
     assert w.entries(effects) == LONG_REF + Counter({"a": 1})

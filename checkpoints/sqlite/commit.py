@@ -1,0 +1,290 @@
+"""The commit of ``SqliteCheckpointer``: a ``CommitBatch`` in one write transaction.
+
+Everything is serialized first (``checkpoints.encoding``): a ``SerializationError`` writes
+nothing, and the write lock is held only for SQL. The transaction opens with one fenced
+statement (``fenced_update``) that moves the thread head, and the status when it changes,
+only if ``owner`` holds the lease (and the head is the expected one); when it matches
+nothing, the reason is looked up (``fenced_off``: damage, the lease, then the head, the
+order of ``checkpoints.base``). Checksums of the rows written are computed from the values
+the commit has (no SQL callback on a step's commit), and a write never gives a damaged row
+a new checksum.
+"""
+
+from __future__ import annotations
+
+import functools
+import sqlite3
+from collections.abc import Callable
+from contextlib import AbstractContextManager
+from typing import Any
+
+from checkpoints.encoding import EncodedBatch, encode_batch
+from checkpoints.errors import (
+    CheckpointError,
+    HeadConflictError,
+    LeaseHeldError,
+    LeaseLostError,
+    SerializationError,
+)
+from checkpoints.lease import lease_free
+from checkpoints.models import CommitBatch, now
+from checkpoints.sqlite import reads
+from checkpoints.sqlite.rows import checks, records, steps, threads
+from checkpoints.sqlite.txn import read_txn
+from checkpoints.sqlite.writes import INSERT_THREAD, insert_answers, lease_existing, thread_values
+
+WriteTxn = Callable[[sqlite3.Connection, bool, Callable[[], int]], AbstractContextManager[None]]
+"""Makes a commit's transaction: ``(conn, durable, size)`` (``Durability.write``)."""
+
+UPSERT_CHECKPOINT = (  # counts of tasks and memos written before it (none, from the engine)
+    "INSERT INTO gf_checkpoints (thread_id, ns, id, parent_id, step, source, channel_versions,"
+    " channel_bases, body, created_at, crc, n_tasks, n_memos)"
+    " VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11,"
+    " (SELECT count(*) FROM gf_tasks WHERE thread_id = ?1 AND ns = ?2 AND checkpoint_id = ?3),"
+    " (SELECT count(*) FROM gf_memos WHERE thread_id = ?1 AND ns = ?2 AND checkpoint_id = ?3))"
+    " ON CONFLICT (thread_id, ns, id) DO UPDATE SET parent_id = excluded.parent_id,"
+    " step = excluded.step, source = excluded.source,"
+    " channel_versions = excluded.channel_versions, channel_bases = excluded.channel_bases,"
+    " body = excluded.body, created_at = excluded.created_at, crc = excluded.crc"
+)
+UPSERT_TASK = (
+    "INSERT INTO gf_tasks VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
+    " ON CONFLICT (thread_id, ns, checkpoint_id, task_id) DO UPDATE SET node = excluded.node,"
+    " status = excluded.status, attempts = excluded.attempts, started_at = excluded.started_at,"
+    " ended_at = excluded.ended_at, error = excluded.error, body = excluded.body,"
+    " crc = excluded.crc"
+)
+UPSERT_MEMO = (
+    "INSERT INTO gf_memos VALUES (?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT"
+    " (thread_id, ns, checkpoint_id, task_id, key) DO UPDATE SET value = excluded.value,"
+    " created_at = excluded.created_at, crc = excluded.crc"
+)
+UPSERT_PAUSE = (
+    "INSERT INTO gf_pauses VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT (thread_id, id)"
+    " DO UPDATE SET ns = excluded.ns, checkpoint_id = excluded.checkpoint_id,"
+    " task_id = excluded.task_id, node = excluded.node, kind = excluded.kind,"
+    " value = excluded.value, created_at = excluded.created_at, crc = excluded.crc"
+)
+INSERT_CHANNEL = "INSERT OR REPLACE INTO gf_channels VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)"
+THREAD_CRC_NOW = (
+    "gf_crc(thread_id, status, graph_name, pending_pause_ids, pending_count, created_at,"
+    " updated_at)"
+)
+"""The status checksum of a thread row as it stands: a status change, which recomputes it in
+SQL (``graph_name`` may be kept), first checks it, so that it never blesses damage."""
+
+
+@functools.cache
+def fenced_update(set_head: bool, update: bool, check_head: bool, release: bool) -> str:
+    """The statement that opens a commit's writes (cached: a few shapes, on the hot path).
+
+    It returns a row only if ``owner`` holds the lease and, with ``check_head``, the head is
+    the expected one. It rewrites the thread row only for what changes: the head, the
+    status (``updated_at`` moves with it), the lease on release, and their checksums: the
+    head's and the lease's from parameters; the status's, which may keep ``graph_name``,
+    in SQL, and then only if the row's stands (``THREAD_CRC_NOW``). Nothing to change: a
+    read. Parameters are named.
+    """
+    sets = []
+    if set_head:
+        # The new head is a root checkpoint inserted next: the thread counts it here (a
+        # trigger would cost a second update of this row), unless it was stored before.
+        sets.append(
+            "head = :head, head_crc = :head_crc, n_checkpoints = n_checkpoints + NOT EXISTS"
+            " (SELECT 1 FROM gf_checkpoints WHERE thread_id = :tid AND ns = '' AND id = :head),"
+            " newest = max(coalesce(newest, ''), :head)"
+        )
+    if update:
+        # With a status change, whether the lease is given up is a parameter (the first and
+        # the last commit of a run share one statement: one fewer to prepare per process).
+        sets.append(
+            "updated_at = :updated, status = :status, pending_pause_ids = :pending,"
+            " pending_count = :count, graph_name = coalesce(:graph, graph_name),"
+            " lease_owner = CASE WHEN :release THEN NULL ELSE lease_owner END,"
+            " lease_expires_at = CASE WHEN :release THEN NULL ELSE lease_expires_at END,"
+            " lease_crc = CASE WHEN :release THEN :lease_crc ELSE lease_crc END,"
+            " crc = gf_crc(thread_id, :status, coalesce(:graph, graph_name), :pending, :count,"
+            " created_at, :updated),"
+            " info_crc = gf_crc(thread_id, :status, :updated, :count,"
+            " coalesce(:graph, graph_name), created_at)"
+        )
+    elif release:
+        sets.append("lease_owner = NULL, lease_expires_at = NULL, lease_crc = :lease_crc")
+    where = "thread_id = :tid AND lease_owner = :owner"
+    where += f" AND crc IS {THREAD_CRC_NOW}" if update else ""
+    where += " AND head IS :expected" if check_head else ""
+    if not sets:
+        return f"SELECT 1 FROM gf_threads WHERE {where}"
+    return f"UPDATE gf_threads SET {', '.join(sets)} WHERE {where} RETURNING 1"
+
+
+def fenced_off(
+    conn: sqlite3.Connection, thread_id: str, owner: str, batch: CommitBatch
+) -> CheckpointError | None:
+    """The error a fenced commit hits (damage, the lease, then the head), if any."""
+    row = reads.thread_row(conn, thread_id)
+    if row is None:
+        return LeaseLostError(thread_id, owner)
+    rec = threads.thread(thread_id, row)  # (a damaged row raises here)
+    if rec.lease_owner != owner:
+        return LeaseLostError(thread_id, owner)
+    if batch.check_head and rec.head != batch.expected_head:
+        return HeadConflictError(thread_id, batch.expected_head, rec.head)
+    return None
+
+
+INLINE_MAX = 900
+"""Serialized channel values larger than this go to gf_blobs (see ``m0001_initial``)."""
+
+
+def commit(
+    conn: sqlite3.Connection, thread_id: str, owner: str, batch: CommitBatch, txn: WriteTxn
+) -> None:
+    """Serialize everything, then write ``batch`` in one transaction made by
+    ``txn(conn, batch.durable, size)`` (fsync'd, or relaxed for a commit nothing depends on
+    yet; ``size()``: the bytes of the values it writes)."""
+    try:
+        enc = encode_batch(batch)
+    except SerializationError:
+        fenced = _fenced_before_values(conn, thread_id, owner, batch)
+        if fenced is not None:  # fencing errors come first (checkpoints.base)
+            raise fenced from None
+        raise
+    ns = batch.ns
+    ck = batch.checkpoint
+    upd = batch.thread
+    # (Comprehensions only where there are records: each costs a call, on every step.)
+    tasks = [steps.task_row(thread_id, ns, t, blob) for t, blob in enc.tasks] if enc.tasks else []
+    memos = [steps.memo_row(thread_id, ns, m.checkpoint_id, m.task_id, m.key, blob, m.created_at)
+             for m, blob in enc.memos] if enc.memos else []  # fmt: skip
+    # Rows as stored (blob_id, the next to last column, is set for a large value, spilled to
+    # gf_blobs inside the transaction); ``large`` lists their indexes.
+    chans = []
+    for c, blob in enc.channels:
+        base = c.version if c.kind == "set" or c.base is None else c.base
+        chans.append((thread_id, ns, c.channel, c.version, c.kind, base, blob, None,
+                      checks.channel_crc(thread_id, ns, c.channel, c.version, c.kind, base,
+                                         blob)))  # fmt: skip
+    large = [i for i, row in enumerate(chans) if len(row[6]) > INLINE_MAX] if chans else []
+    pauses = [records.pause_row(thread_id, p, blob) for p, blob in enc.pauses] if enc.pauses else []
+    ck_row = None
+    if ck is not None:
+        assert enc.body is not None and enc.versions is not None
+        ck_row = steps.checkpoint_row(thread_id, ns, ck, enc.versions, enc.bases, enc.body)
+    set_head = ck is not None and ns == ""
+    release = batch.release
+    sql = fenced_update(set_head, upd is not None, batch.check_head, upd is None and release)
+    params: dict[str, Any] = {"tid": thread_id, "owner": owner}
+    if ck is not None and set_head:
+        params["head"] = ck.id
+        params["head_crc"] = threads.head_crc(thread_id, ck.id)
+    if upd is not None:
+        params.update(updated=now(), status=upd.status, pending=enc.pending,
+                      count=len(upd.pending_pause_ids), graph=upd.graph_name,
+                      release=release)  # fmt: skip
+    if release:
+        params["lease_crc"] = threads.lease_crc(thread_id, None, None)
+    elif upd is not None:
+        params["lease_crc"] = None  # (the CASE keeps the row's)
+    if batch.check_head:
+        params["expected"] = batch.expected_head
+    _write(conn, txn(conn, batch.durable, enc.nbytes), thread_id, owner, batch, sql, params, tasks,
+           memos, ck_row, chans, large, pauses, enc)  # fmt: skip
+
+
+def _fenced_before_values(
+    conn: sqlite3.Connection, thread_id: str, owner: str, batch: CommitBatch
+) -> CheckpointError | None:
+    """For a batch with a value that cannot be stored: the fencing error it would hit first."""
+    with read_txn(conn):
+        if batch.acquire_ttl is None:
+            return fenced_off(conn, thread_id, owner, batch)
+        # The commit would take the lease: is it free?
+        row = reads.thread_row(conn, thread_id)
+        rec = threads.thread(thread_id, row) if row is not None else None
+        if rec is not None and not lease_free(rec.lease_owner, rec.lease_expires_at, owner, now()):
+            return LeaseHeldError(thread_id, rec.lease_owner)
+    return None
+
+
+def _write(
+    conn: sqlite3.Connection,
+    txn: AbstractContextManager[None],
+    thread_id: str,
+    owner: str,
+    batch: CommitBatch,
+    sql: str,
+    params: dict[str, Any],
+    tasks: list[Any],
+    memos: list[Any],
+    ck_row: Any,
+    chans: list[Any],
+    large: list[int],
+    pauses: list[Any],
+    enc: EncodedBatch,
+) -> None:
+    """The write transaction ``txn`` of ``commit`` (everything already serialized)."""
+    ck = batch.checkpoint
+    with txn:
+        ttl = batch.acquire_ttl
+        # A commit that takes the lease of a thread expected new creates its row whole, or
+        # finds it exists (then the lease is tested and the row fenced like any other).
+        created = ttl is not None and _create_thread(conn, thread_id, owner, batch, enc, ttl)
+        if not created:
+            if ttl is not None:
+                row = reads.thread_row(conn, thread_id)
+                if row is None:  # (a head was expected: the thread should exist)
+                    raise HeadConflictError(thread_id, batch.expected_head, None)
+                lease_existing(conn, thread_id, owner, ttl, row)
+            if not conn.execute(sql, params).fetchall():
+                raise fenced_off(conn, thread_id, owner, batch) or _unfenced(conn, thread_id)
+        if tasks:
+            conn.executemany(UPSERT_TASK, tasks)
+        if memos:
+            conn.executemany(UPSERT_MEMO, memos)
+        if ck is not None:
+            conn.execute(UPSERT_CHECKPOINT, ck_row)
+        if chans:
+            for i in large:
+                cur = conn.execute("INSERT INTO gf_blobs (data) VALUES (?)", (chans[i][6],))
+                chans[i] = (*chans[i][:6], None, cur.lastrowid, chans[i][8])
+            conn.executemany(INSERT_CHANNEL, chans)
+        if pauses:
+            conn.executemany(UPSERT_PAUSE, pauses)
+        if enc.answers:
+            insert_answers(conn, enc.answers)
+
+
+def _unfenced(conn: sqlite3.Connection, thread_id: str) -> CheckpointError:
+    """The fenced update matched no row, yet lease and head are right: the row's checksum."""
+    return checks.damaged(thread_id, None, "thread row", "checksum mismatch")
+
+
+def _create_thread(
+    conn: sqlite3.Connection,
+    thread_id: str,
+    owner: str,
+    batch: CommitBatch,
+    enc: EncodedBatch,
+    ttl: float,
+) -> bool:
+    """Create the row of a thread a commit takes the lease of, written whole at once (its
+    head, status and pauses, which the fenced update writes for an existing thread); False
+    when the thread exists or a head is expected (it should exist), with nothing written."""
+    if batch.check_head and batch.expected_head is not None:
+        return False
+    upd = batch.thread
+    ids = upd.pending_pause_ids if upd is not None else ()
+    t = now()
+    values = thread_values(
+        thread_id,
+        upd.status if upd is not None else "running",
+        batch.checkpoint.id if batch.checkpoint is not None and batch.ns == "" else None,
+        upd.graph_name if upd is not None else None,
+        None if batch.release else owner,
+        None if batch.release else t + ttl,
+        enc.pending,
+        len(ids),
+        t,
+    )
+    return conn.execute(INSERT_THREAD, values).rowcount == 1

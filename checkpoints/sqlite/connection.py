@@ -1,0 +1,214 @@
+"""``Connection``: opening a store's file, calling it off the event loop, and naming errors.
+
+- **One connection per store object, used off the event loop.** Every call hands one
+  function to ``anyio.to_thread.run_sync`` with the object's ``CapacityLimiter(1)``, so calls
+  on one object are serialized and the event loop never waits for the disk. A
+  ``threading.Lock`` guards the connection as well, for an object shared by several event
+  loops. The one exception is a private event loop of graphflow's sync API
+  (``checkpoints.blocking``), where nothing else runs: there calls run inline, as a thread
+  hop costs about as much as an fsync'd commit.
+- **Damage is reported, never guessed around.** SQLite's "file is not a database" (for a
+  file that was an SQLite file) and "database disk image is malformed" raise
+  ``CorruptCheckpointError`` naming the thread.
+- **Other SQLite errors get names too.** A path that cannot hold a store, or a file that is
+  not one, raises ``StorePathError`` naming it (``paths``); a store whose file or directory
+  is not writable is opened read-only (a write raises ``ReadOnlyStoreError``); a write lock
+  held by another client past ``busy_timeout`` raises ``StoreLockedError`` (nothing written,
+  retry the call).
+- **Lifecycle.** The schema is created or migrated as the file is opened (``migrations``);
+  ``close()`` closes the connection and a later call opens it again. A process forked while
+  the connection is open must not use it (SQLite's lock bookkeeping is per process).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import sqlite3
+import threading
+from collections.abc import Callable
+from typing import TypeVar
+
+import anyio
+import anyio.to_thread
+
+from checkpoints.blocking import inline_io
+from checkpoints.errors import (
+    CorruptCheckpointError,
+    ReadOnlyStoreError,
+    StoreLockedError,
+    StorePathError,
+)
+from checkpoints.keeper import keeper
+from checkpoints.sqlite import migrations, paths
+from checkpoints.sqlite.durability import Durability
+from checkpoints.sqlite.rows.checks import install
+from checkpoints.sqlite.txn import Txn
+
+T = TypeVar("T")
+
+
+def is_damage(exc: sqlite3.DatabaseError) -> bool:
+    """Whether a sqlite3 error means the file is damaged (not busy, locked or misused).
+
+    Damaged pages or header (SQLITE_CORRUPT, SQLITE_NOTADB), tables missing although the file
+    says its schema is complete, or text that is not UTF-8 (Python's sqlite3 cannot read it).
+    """
+    code = getattr(exc, "sqlite_errorcode", None)
+    if code is None:
+        return type(exc) is sqlite3.DatabaseError or str(exc).startswith(
+            "Could not decode to UTF-8"
+        )
+    return code & 0xFF in (11, 26) or str(exc).startswith(("no such table", "no such column"))
+
+
+class Connection:
+    """The one SQLite connection of a store object, opened lazily, with its durability."""
+
+    def __init__(self, path: str, busy_timeout: float, durability: Durability) -> None:
+        self.path = path
+        self.busy_timeout = busy_timeout
+        self.durability = durability
+        self.read_only: str | None = None  # what is not writable, when opened read-only
+        self.conn: sqlite3.Connection | None = None
+        """The open connection (None until the first call, and after ``close``)."""
+        self.lock = threading.Lock()
+        """Held by every call: one at a time, whichever thread or event loop makes it."""
+        self._limiter = anyio.CapacityLimiter(1)
+
+    # -- opening ---------------------------------------------------------------------------
+    def open(self) -> sqlite3.Connection:
+        """Connect, set the pragmas and migrate the schema (the lazy ``setup``)."""
+        keeper().start()  # its thread starts while this waits for the file (see keeper)
+        read_only = paths.locate(self.path)  # a path that cannot serve raises, naming it
+        if read_only is not None:
+            conn = self._connect_read_only(read_only)
+        else:
+            conn = self._connect(self.path)
+            try:
+                # What the file holds is looked at first: a foreign file is left as it was.
+                pending = migrations.pending(conn, self.path)
+                self.durability.configure(conn)
+                if pending:
+                    with Txn(conn):
+                        migrations.apply(conn, self.path)
+            except BaseException:
+                conn.close()
+                raise
+        self.read_only = read_only
+        self.conn = conn
+        self.durability.opened(conn, writable=read_only is None)
+        return conn
+
+    def _connect(self, target: str, *, uri: bool = False) -> sqlite3.Connection:
+        conn = sqlite3.connect(
+            target,
+            timeout=self.busy_timeout,
+            isolation_level=None,  # transactions are explicit (Txn)
+            check_same_thread=False,  # used by anyio's worker threads, one at a time
+            uri=uri,
+        )
+        install(conn)  # gf_crc(), for updates that recompute a row's checksum in SQL
+        return conn
+
+    def _connect_read_only(self, why: str) -> sqlite3.Connection:
+        """Open a store whose file or directory is not writable (see ``paths``)."""
+        uris = paths.read_only_uris(self.path)
+        for i, target in enumerate(uris):
+            conn = self._connect(target, uri=True)
+            try:
+                if migrations.pending(conn, self.path, writable=False):
+                    raise ReadOnlyStoreError(
+                        f"checkpoint store {self.path!r} was written by an older graphflow and "
+                        f"must be upgraded, but it is read-only (its {why} is not writable): "
+                        "open it once with write access",
+                        path=self.path,
+                    )
+                return conn
+            except sqlite3.OperationalError as e:
+                conn.close()
+                # No -shm index could be made beside it: try the next way (immutable).
+                cannot = (sqlite3.SQLITE_CANTOPEN, sqlite3.SQLITE_READONLY)
+                if i + 1 == len(uris) or e.sqlite_errorcode & 0xFF not in cannot:
+                    raise
+            except BaseException:
+                conn.close()
+                raise
+        raise AssertionError("unreachable")  # pragma: no cover
+
+    # -- closing ---------------------------------------------------------------------------
+    def _close_conn(self) -> None:
+        """Close the connection (and the descriptor on its WAL)."""
+        conn, self.conn = self.conn, None
+        try:
+            self.durability.closing()
+        finally:
+            if conn is not None:
+                conn.close()
+
+    def drop_if_stuck(self) -> None:
+        """Close a connection left inside a transaction (its ROLLBACK failed): it would keep
+        the write lock and refuse every later BEGIN; closing rolls back, the next call opens
+        a fresh one."""
+        conn = self.conn
+        if conn is not None and conn.in_transaction:
+            with contextlib.suppress(sqlite3.Error, OSError):
+                self._close_conn()
+
+    async def close(self) -> None:
+        """Close the connection; a later call opens it again."""
+
+        def close() -> None:
+            with self.lock:
+                if self.conn is not None:
+                    self._close_conn()
+
+        if inline_io.get():  # a private event loop, as in run
+            close()
+            return
+        await anyio.to_thread.run_sync(close, limiter=self._limiter)
+
+    # -- calls -----------------------------------------------------------------------------
+    def call(self, thread_id: str | None, fn: Callable[[sqlite3.Connection], T]) -> T:
+        """Run ``fn`` on the connection (opening it first); SQLite errors become typed ones."""
+        with self.lock:
+            try:
+                conn = self.conn if self.conn is not None else self.open()
+                self.durability.before_call()
+                return fn(conn)
+            except sqlite3.DatabaseError as e:
+                self.drop_if_stuck()
+                raise self.typed(e, thread_id) from e
+            except BaseException:
+                self.drop_if_stuck()  # (a call that returns never leaves a transaction open)
+                raise
+
+    async def run(self, thread_id: str | None, fn: Callable[[sqlite3.Connection], T]) -> T:
+        """``call`` off the event loop, one call of this store at a time."""
+        if inline_io.get():
+            # A private event loop (graphflow's sync API): a thread hop would only add latency.
+            return self.call(thread_id, fn)
+        return await anyio.to_thread.run_sync(self.call, thread_id, fn, limiter=self._limiter)
+
+    def typed(self, e: sqlite3.DatabaseError, thread_id: str | None) -> Exception:
+        """The ``CheckpointError`` that an SQLite error stands for (``e`` itself if none)."""
+        path = self.path
+        code = getattr(e, "sqlite_errorcode", 0) & 0xFF
+        if code == sqlite3.SQLITE_BUSY:
+            return StoreLockedError(path, self.busy_timeout)
+        if code == sqlite3.SQLITE_READONLY:
+            return paths.read_only_error(path, self.read_only or "file or directory")
+        if code == sqlite3.SQLITE_NOTADB and paths.is_foreign(path):
+            return paths.not_a_store(path, "it is not an SQLite file")
+        if code == sqlite3.SQLITE_CANTOPEN:
+            try:
+                paths.locate(path)
+            except StorePathError as found:
+                return found
+            return StorePathError(f"cannot open checkpoint store {path!r}: {e}", path=path)
+        if not is_damage(e):
+            return e
+        who = f"thread {thread_id!r}: " if thread_id is not None else ""
+        return CorruptCheckpointError(
+            f"{who}checkpoint store {path!r} is damaged ({e}); restore it from a backup",
+            thread_id=thread_id,
+        )

@@ -1,0 +1,289 @@
+"""Reads of ``SqliteCheckpointer``: every SELECT of threads, checkpoints and channels (the
+records of a step are read by ``reads_records``), shared by its methods and by
+``resume_thread``, which makes several of them in one transaction.
+
+Each function runs inside its caller's transaction (or is one statement) and decodes what
+it read through ``rows`` (checksums, types, shapes). Reads of a collection (a namespace's
+checkpoints, the threads of a status) compare the rows found with the count stored for it:
+a row whose key was damaged moves out of every read, and only the count shows it is gone.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from checkpoints.encoding import load_value, missing_channel
+from checkpoints.errors import CorruptCheckpointError, head_missing
+from checkpoints.models import (
+    CheckpointRecord,
+    ThreadInfo,
+    ThreadRecord,
+)
+from checkpoints.sqlite.rows import checks, steps, threads
+from checkpoints.sqlite.txn import read_txn
+
+THREAD = f"SELECT {threads.THREAD_COLS} FROM gf_threads WHERE thread_id = ?"
+INFO = f"SELECT {threads.INFO_COLS} FROM gf_threads"
+INFO_OF_STATUS = (  # every column from the threads_by_status index: no row is looked up
+    f"SELECT {threads.INFO_COLS} FROM gf_threads WHERE status = ?"
+    " ORDER BY updated_at DESC, thread_id DESC"
+)
+CKPT = f"SELECT {steps.CKPT_COLS} FROM gf_checkpoints"
+
+THREAD_AND_HEAD = (
+    f"SELECT {', '.join('t.' + c.strip() for c in threads.THREAD_COLS.split(','))},"
+    f" {', '.join('c.' + c.strip() for c in steps.CKPT_COLS.split(','))}"
+    " FROM gf_threads t LEFT JOIN gf_checkpoints c"
+    " ON c.thread_id = t.thread_id AND c.ns = '' AND c.id = t.head WHERE t.thread_id = ?"
+)
+_NT = len(threads.THREAD_COLS.split(","))  # the columns of the thread row in THREAD_AND_HEAD
+
+
+def thread_is_missing(conn: sqlite3.Connection, thread_id: str) -> CorruptCheckpointError | None:
+    """For a thread row not found: damage if the thread has checkpoints (its row moved)."""
+    if conn.execute(
+        "SELECT 1 FROM gf_checkpoints WHERE thread_id = ? LIMIT 1", (thread_id,)
+    ).fetchone():
+        return checks.damaged(thread_id, None, "thread row", "missing, its checkpoints are not")
+    return None
+
+
+MISSED = object()
+"""What a lookup returns, asked not to check a miss (``check_miss=False``): the caller looks
+again in a read transaction, where the miss is checked on one snapshot."""
+
+
+def read_thread_and_head(
+    conn: sqlite3.Connection, thread_id: str, *, check_miss: bool = True
+) -> tuple[ThreadRecord, Sequence[Any], CheckpointRecord | None, Sequence[Any]] | None:
+    """The thread (decoded; its raw row for the counts) and its head checkpoint (decoded;
+    its raw row), or None when the thread does not exist. A missing head row is damage."""
+    row = conn.execute(THREAD_AND_HEAD, (thread_id,)).fetchone()
+    if row is None:
+        if not check_miss:
+            return MISSED  # type: ignore[return-value]
+        missing = thread_is_missing(conn, thread_id)
+        if missing is not None:
+            raise missing
+        return None
+    thread_row, ck_row = row[:_NT], row[_NT:]
+    thread = threads.thread(thread_id, thread_row)
+    if thread.head is None:
+        return thread, thread_row, None, ck_row
+    if ck_row[0] is None:  # a head without its checkpoint: never guess
+        raise head_missing(thread_id, thread.head)
+    return thread, thread_row, steps.checkpoint(thread_id, "", ck_row), ck_row
+
+
+def _check_checkpoints(conn: sqlite3.Connection, thread_id: str, ns: str) -> None:
+    """After a checkpoint was not found by id: damage if the namespace lost a row (its
+    count), or holds one whose key changed (its checksum, so every row is decoded)."""
+    found = conn.execute(CKPT + " WHERE thread_id = ? AND ns = ?", (thread_id, ns)).fetchall()
+    for row in found:
+        steps.checkpoint(thread_id, ns, row)
+    if ns == "":
+        anchor = conn.execute(
+            "SELECT n_checkpoints FROM gf_threads WHERE thread_id = ?", (thread_id,)
+        ).fetchone()
+    else:
+        anchor = conn.execute(
+            "SELECT n_checkpoints FROM gf_namespaces WHERE thread_id = ? AND ns = ?",
+            (thread_id, ns),
+        ).fetchone()
+    if anchor is None:
+        if found and ns != "":
+            raise checks.damaged(thread_id, None, f"namespace {ns!r}", "its count is missing")
+        return
+    checks.count(thread_id, f"checkpoints of namespace {ns!r}", anchor[0], len(found))
+
+
+def read_checkpoint(
+    conn: sqlite3.Connection,
+    thread_id: str,
+    ns: str,
+    checkpoint_id: str | None,
+    *,
+    check_miss: bool = True,
+) -> CheckpointRecord | None:
+    """A checkpoint by id, or the newest of ``ns`` (the thread head for the root); call in a
+    read transaction (or with ``check_miss=False``: a lookup of one statement, ``MISSED``
+    when it found nothing or needs more statements).
+
+    A head whose checkpoint row is missing raises ``CorruptCheckpointError``: the thread is
+    not mistaken for a new one.
+    """
+    if checkpoint_id is not None:
+        sql = CKPT + " WHERE thread_id = ? AND ns = ? AND id = ?"
+        row = conn.execute(sql, (thread_id, ns, checkpoint_id)).fetchone()
+        if row is not None:
+            return steps.checkpoint(thread_id, ns, row)
+        if not check_miss:
+            return MISSED  # type: ignore[return-value]
+        _check_checkpoints(conn, thread_id, ns)
+        return None
+    if ns == "":  # the root's newest is the thread head
+        found = read_thread_and_head(conn, thread_id, check_miss=check_miss)
+        if found is MISSED:
+            return MISSED  # type: ignore[return-value]
+        return found[2] if found is not None else None
+    if not check_miss:
+        return MISSED  # type: ignore[return-value]
+    newest = conn.execute(
+        "SELECT newest, n_checkpoints FROM gf_namespaces WHERE thread_id = ? AND ns = ?",
+        (thread_id, ns),
+    ).fetchone()
+    row = conn.execute(
+        CKPT + " WHERE thread_id = ? AND ns = ? ORDER BY id DESC LIMIT 1", (thread_id, ns)
+    ).fetchone()
+    if row is None and newest is None:
+        return None
+    if row is None or newest is None or row[0] != newest[0]:
+        raise checks.damaged(
+            thread_id, None, f"checkpoints of namespace {ns!r}",
+            f"the newest is {row[0] if row else None!r}, its record says "
+            f"{newest[0] if newest else None!r}",
+        )  # fmt: skip
+    return steps.checkpoint(thread_id, ns, row)
+
+
+def list_checkpoints(
+    conn: sqlite3.Connection, thread_id: str, ns: str, limit: int | None
+) -> list[CheckpointRecord]:
+    """Checkpoints of one namespace, newest first; call in a read transaction.
+
+    Without a limit every row is counted against the namespace's count; with one, the first
+    row read must be the newest.
+    """
+    sql = CKPT + " WHERE thread_id = ? AND ns = ? ORDER BY id DESC LIMIT ?"
+    sql_limit = limit if limit is not None and limit >= 0 else -1
+    found = conn.execute(sql, (thread_id, ns, sql_limit)).fetchall()
+    if ns == "":
+        anchor = conn.execute(
+            "SELECT n_checkpoints, newest FROM gf_threads WHERE thread_id = ?", (thread_id,)
+        ).fetchone()
+    else:
+        anchor = conn.execute(
+            "SELECT n_checkpoints, newest FROM gf_namespaces WHERE thread_id = ? AND ns = ?",
+            (thread_id, ns),
+        ).fetchone()
+    what = f"checkpoints of namespace {ns!r}"
+    if anchor is None:
+        if found and ns != "":
+            raise checks.damaged(thread_id, None, what, "their count is missing")
+        if found and thread_is_missing(conn, thread_id) is not None:
+            raise checks.damaged(thread_id, None, "thread row", "missing, its checkpoints are not")
+    elif sql_limit < 0:
+        checks.count(thread_id, what, anchor[0], len(found))
+    elif found and found[0][0] != anchor[1]:
+        raise checks.damaged(thread_id, None, what, "the newest is not the one recorded")
+    if limit is not None and limit < 0:
+        found = found[:limit]  # Python slicing, as MemoryCheckpointer does
+    return [steps.checkpoint(thread_id, ns, r) for r in found]
+
+
+def read_channels(
+    conn: sqlite3.Connection,
+    thread_id: str,
+    ns: str,
+    versions: Mapping[str, int],
+    bases: Mapping[str, tuple[int, int]],
+) -> dict[str, Any]:
+    """Channel values at ``versions``: one indexed query per channel."""
+    return {
+        channel: read_channel(conn, thread_id, ns, channel, version, bases.get(channel))
+        for channel, version in versions.items()
+    }
+
+
+def list_threads(conn: sqlite3.Connection, status: str | None) -> list[ThreadInfo]:
+    """Threads, most recently updated first (of one status: a range of the status index),
+    counted against the number of threads of that status (or of all); call in a read
+    transaction."""
+    if status is None:
+        found = conn.execute(INFO + " ORDER BY updated_at DESC, thread_id DESC").fetchall()
+        total = conn.execute("SELECT coalesce(sum(n), 0) FROM gf_thread_counts").fetchone()[0]
+    else:
+        found = conn.execute(INFO_OF_STATUS, (status,)).fetchall()
+        row = conn.execute("SELECT n FROM gf_thread_counts WHERE status = ?", (status,)).fetchone()
+        total = row[0] if row is not None else 0
+    if total != len(found) or type(total) is not int:
+        raise CorruptCheckpointError(
+            f"the threads {'of status ' + repr(status) if status else ''} are damaged: "
+            f"{len(found)} found where their count says {total!r:.40}; restore the store from "
+            "a backup"
+        )
+    return [threads.info(r) for r in found]
+
+
+def read_channel(
+    conn: sqlite3.Connection,
+    thread_id: str,
+    ns: str,
+    channel: str,
+    version: int,
+    base: tuple[int, int] | None,
+) -> Any:
+    """One channel's value: its row at ``version``, or its set row + append chain."""
+    what = f"channel {channel!r}"
+    if base is None:
+        sql = (
+            f"SELECT {steps.CHANNEL_COLS} FROM gf_channels c LEFT JOIN gf_blobs b"
+            " ON b.id = c.blob_id WHERE thread_id=? AND ns=? AND channel=? AND base=?"
+            " AND version=?"
+        )
+        row = conn.execute(sql, (thread_id, ns, channel, version, version)).fetchone()
+        if row is None:
+            raise missing_channel(thread_id, channel, version)
+        [blob] = steps.channel_blobs(thread_id, ns, channel, [row], version)
+        return load_value(blob, thread_id, None, what)
+    sql = (
+        f"SELECT {steps.CHANNEL_COLS} FROM gf_channels c LEFT JOIN gf_blobs b"
+        " ON b.id = c.blob_id WHERE thread_id = ? AND ns = ? AND channel = ?"
+        " AND base = ? AND version <= ? ORDER BY version"
+    )
+    found = conn.execute(sql, (thread_id, ns, channel, base[0], version)).fetchall()
+    if not found or found[0][1] != base[0]:  # the set row the chain starts from
+        raise missing_channel(thread_id, channel, base[0])
+    blobs = steps.channel_blobs(thread_id, ns, channel, found, base[0])
+    value = load_value(blobs[0], thread_id, None, what)
+    if type(value) is not list:
+        raise checks.bad_shape(thread_id, None, what, "a list channel's value is not a list")
+    for blob in blobs[1:]:
+        part = load_value(blob, thread_id, None, what)
+        if type(part) is not list:
+            raise checks.bad_shape(thread_id, None, what, "appended items are not a list")
+        value.extend(part)
+    if len(found) - 1 != base[1]:
+        raise missing_channel(thread_id, channel, version)
+    return value
+
+
+def thread_row(conn: sqlite3.Connection, thread_id: str) -> Any:
+    """The thread's raw row (``threads.THREAD_COLS``), or None."""
+    return conn.execute(THREAD, (thread_id,)).fetchone()
+
+
+def get_thread(conn: sqlite3.Connection, thread_id: str) -> ThreadRecord | None:
+    """The thread's row, or None when the thread does not exist (and has no checkpoints: a
+    row missing from a thread that has some is damage)."""
+    row = thread_row(conn, thread_id)
+    if row is not None:
+        return threads.thread(thread_id, row)
+    with read_txn(conn):  # one snapshot for the look and the probe
+        row = thread_row(conn, thread_id)
+        if row is not None:
+            return threads.thread(thread_id, row)
+        missing = thread_is_missing(conn, thread_id)
+    if missing is not None:
+        raise missing
+    return None
+
+
+def check_thread_row(conn: sqlite3.Connection, thread_id: str) -> None:
+    """Raise if the thread row is damaged (an update of the lease matched nothing: the lease
+    was not this owner's, or the row is damaged)."""
+    row = thread_row(conn, thread_id)
+    if row is not None:
+        threads.thread(thread_id, row)
