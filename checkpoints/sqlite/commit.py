@@ -36,17 +36,33 @@ from checkpoints.sqlite.writes import INSERT_THREAD, insert_answers, lease_exist
 WriteTxn = Callable[[sqlite3.Connection, bool, Callable[[], int]], AbstractContextManager[None]]
 """Makes a commit's transaction: ``(conn, durable, size)`` (``Durability.write``)."""
 
-UPSERT_CHECKPOINT = (  # counts of tasks and memos written before it (none, from the engine)
-    "INSERT INTO gf_checkpoints (thread_id, ns, id, parent_id, step, source, channel_versions,"
-    " channel_bases, body, created_at, crc, n_tasks, n_memos)"
-    " VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11,"
-    " (SELECT count(*) FROM gf_tasks WHERE thread_id = ?1 AND ns = ?2 AND checkpoint_id = ?3),"
-    " (SELECT count(*) FROM gf_memos WHERE thread_id = ?1 AND ns = ?2 AND checkpoint_id = ?3))"
-    " ON CONFLICT (thread_id, ns, id) DO UPDATE SET parent_id = excluded.parent_id,"
-    " step = excluded.step, source = excluded.source,"
-    " channel_versions = excluded.channel_versions, channel_bases = excluded.channel_bases,"
-    " body = excluded.body, created_at = excluded.created_at, crc = excluded.crc"
-)
+
+def _upsert_checkpoint(bases: bool) -> str:
+    """The checkpoint's upsert; its counts of tasks and memos are of those written before it
+    (none, from the engine). ``bases``: channel bases given (else NULL, see "No adapting")."""
+    b, n = ("?8, ", 8) if bases else ("NULL, ", 7)
+    return (
+        "INSERT INTO gf_checkpoints (thread_id, ns, id, parent_id, step, source,"
+        " channel_versions, channel_bases, body, created_at, crc, n_tasks, n_memos)"
+        f" VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, {b}?{n + 1}, ?{n + 2}, ?{n + 3},"
+        " (SELECT count(*) FROM gf_tasks WHERE thread_id = ?1 AND ns = ?2 AND checkpoint_id = ?3),"
+        " (SELECT count(*) FROM gf_memos WHERE thread_id = ?1 AND ns = ?2 AND checkpoint_id = ?3))"
+        " ON CONFLICT (thread_id, ns, id) DO UPDATE SET parent_id = excluded.parent_id,"
+        " step = excluded.step, source = excluded.source,"
+        " channel_versions = excluded.channel_versions, channel_bases = excluded.channel_bases,"
+        " body = excluded.body, created_at = excluded.created_at, crc = excluded.crc"
+    )
+
+
+# No adapting: Python's sqlite3 adapts every parameter that is not an int, float, str or
+# bytearray, and for a bytes or a None it looks for an adapter and fails (formatting an
+# AttributeError message that it drops), ~3,000 instructions a parameter, five in a W1 step
+# (measured with benchmarks/store_step.py). So the commit passes its hot blobs (a
+# checkpoint's, a channel value) as bytearray, stored as the same BLOB, and writes NULL in
+# the SQL where it knows one: the bases of a checkpoint without list chains, the blob_id of
+# a channel value stored inline.
+UPSERT_CHECKPOINT = _upsert_checkpoint(True)
+UPSERT_CHECKPOINT_NO_BASES = _upsert_checkpoint(False)
 UPSERT_TASK = (
     "INSERT INTO gf_tasks VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
     " ON CONFLICT (thread_id, ns, checkpoint_id, task_id) DO UPDATE SET node = excluded.node,"
@@ -65,7 +81,10 @@ UPSERT_PAUSE = (
     " task_id = excluded.task_id, node = excluded.node, kind = excluded.kind,"
     " value = excluded.value, created_at = excluded.created_at, crc = excluded.crc"
 )
-INSERT_CHANNEL = "INSERT OR REPLACE INTO gf_channels VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)"
+INSERT_CHANNEL = "INSERT OR REPLACE INTO gf_channels VALUES (?, ?, ?, ?, ?, ?, ?, NULL, ?)"
+"""A channel row whose value is inline (its ``blob_id`` NULL)."""
+INSERT_LARGE_CHANNEL = "INSERT OR REPLACE INTO gf_channels VALUES (?, ?, ?, ?, ?, ?, NULL, ?, ?)"
+"""A channel row whose value is in ``gf_blobs`` (its ``blob`` NULL)."""
 THREAD_CRC_NOW = (
     "gf_crc(thread_id, status, graph_name, pending_pause_ids, pending_count, created_at,"
     " updated_at)"
@@ -162,7 +181,7 @@ def commit(
     chans = []
     for c, blob in enc.channels:
         base = c.version if c.kind == "set" or c.base is None else c.base
-        chans.append((thread_id, ns, c.channel, c.version, c.kind, base, blob, None,
+        chans.append((thread_id, ns, c.channel, c.version, c.kind, base, bytearray(blob),
                       checks.channel_crc(thread_id, ns, c.channel, c.version, c.kind, base,
                                          blob)))  # fmt: skip
     large = [i for i, row in enumerate(chans) if len(row[6]) > INLINE_MAX] if chans else []
@@ -171,6 +190,10 @@ def commit(
     if ck is not None:
         assert enc.body is not None and enc.versions is not None
         ck_row = steps.checkpoint_row(thread_id, ns, ck, enc.versions, enc.bases, enc.body)
+        # (blobs as bytearray, no NULL bases: see "No adapting")
+        ck_row = (*ck_row[:6], bytearray(enc.versions),
+                  *(() if enc.bases is None else (bytearray(enc.bases),)),
+                  bytearray(enc.body), *ck_row[9:])  # fmt: skip
     set_head = ck is not None and ns == ""
     release = batch.release
     sql = fenced_update(set_head, upd is not None, batch.check_head, upd is None and release)
@@ -243,12 +266,18 @@ def _write(
         if memos:
             conn.executemany(UPSERT_MEMO, memos)
         if ck is not None:
-            conn.execute(UPSERT_CHECKPOINT, ck_row)
+            has_bases = len(ck_row) == 11
+            conn.execute(UPSERT_CHECKPOINT if has_bases else UPSERT_CHECKPOINT_NO_BASES, ck_row)
         if chans:
             for i in large:
                 cur = conn.execute("INSERT INTO gf_blobs (data) VALUES (?)", (chans[i][6],))
-                chans[i] = (*chans[i][:6], None, cur.lastrowid, chans[i][8])
-            conn.executemany(INSERT_CHANNEL, chans)
+                conn.execute(INSERT_LARGE_CHANNEL, (*chans[i][:6], cur.lastrowid, chans[i][7]))
+            if large:
+                chans = [row for i, row in enumerate(chans) if i not in large]
+            if len(chans) == 1:
+                conn.execute(INSERT_CHANNEL, chans[0])
+            elif chans:
+                conn.executemany(INSERT_CHANNEL, chans)
         if pauses:
             conn.executemany(UPSERT_PAUSE, pauses)
         if enc.answers:
