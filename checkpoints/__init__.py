@@ -5,6 +5,7 @@ This package never imports ``graphflow`` (enforced by a test and import-linter).
 
 from checkpoints import serde
 from checkpoints.base import Checkpointer
+from checkpoints.batch import CommitBatch, ThreadUpdate
 from checkpoints.errors import (
     CheckpointError,
     CorruptCheckpointError,
@@ -22,7 +23,6 @@ from checkpoints.models import (
     AnswerRecord,
     ChannelWrite,
     CheckpointRecord,
-    CommitBatch,
     DecisionRecord,
     DispatchRecord,
     MemoRecord,
@@ -32,7 +32,6 @@ from checkpoints.models import (
     TaskSpec,
     ThreadInfo,
     ThreadRecord,
-    ThreadUpdate,
 )
 from checkpoints.sqlite import SqliteCheckpointer
 

@@ -35,12 +35,12 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any, Protocol, get_args, runtime_checkable
 
+from checkpoints.batch import CommitBatch
 from checkpoints.models import (
     AnswerRecord,
     CallId,
     CheckpointId,
     CheckpointRecord,
-    CommitBatch,
     DecisionRecord,
     DispatchOutcome,
     DispatchRecord,

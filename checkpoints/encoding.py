@@ -15,11 +15,11 @@ from dataclasses import dataclass
 from typing import Any
 
 from checkpoints import serde
+from checkpoints.batch import CommitBatch
 from checkpoints.errors import CorruptCheckpointError, SerializationError
 from checkpoints.models import (
     AnswerRecord,
     ChannelWrite,
-    CommitBatch,
     MemoRecord,
     PauseRecord,
     TaskId,

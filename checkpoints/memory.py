@@ -14,6 +14,7 @@ from typing import Any
 
 from checkpoints import serde
 from checkpoints.base import check_dispatch_outcome, first_error
+from checkpoints.batch import CommitBatch
 from checkpoints.encoding import encode_batch, frontier_entry, load_value, missing_channel
 from checkpoints.errors import (
     HeadConflictError,
@@ -29,7 +30,6 @@ from checkpoints.models import (
     CallId,
     CheckpointId,
     CheckpointRecord,
-    CommitBatch,
     DecisionRecord,
     DispatchRecord,
     PauseId,

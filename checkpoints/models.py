@@ -10,7 +10,6 @@ from __future__ import annotations
 import os
 import threading
 import time
-from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any, Literal, NewType, get_args
@@ -122,9 +121,10 @@ class TaskSpec:
     arg: Any = None
 
 
-@dataclass(slots=True)
+@dataclass(slots=True, kw_only=True)
 class CheckpointRecord:
-    """A committed step boundary of one namespace of a thread."""
+    """A committed step boundary of one namespace of a thread (built with keywords, or as the
+    ``child`` of its parent)."""
 
     id: CheckpointId
     thread_id: ThreadId
@@ -351,98 +351,4 @@ class ThreadInfo:
             len(rec.pending_pause_ids),
             rec.graph_name,
             rec.created_at,
-        )
-
-
-@dataclass(frozen=True, slots=True)
-class ThreadUpdate:
-    """Changes to the thread row made atomically with a commit."""
-
-    status: ThreadStatus
-    pending_pause_ids: tuple[PauseId, ...] = ()
-    graph_name: str | None = None
-
-
-@dataclass(slots=True)
-class CommitBatch:
-    """Everything one transaction writes; a backend commits all of it or none of it.
-
-    When ``checkpoint`` is set it becomes the head of its namespace; for the root namespace
-    the thread head is compared with ``expected_head`` first (compare-and-set).
-    """
-
-    ns: str = ""
-    tasks: list[TaskRecord] = field(default_factory=list)
-    memos: list[MemoRecord] = field(default_factory=list)
-    checkpoint: CheckpointRecord | None = None
-    channels: list[ChannelWrite] = field(default_factory=list)
-    pauses: list[PauseRecord] = field(default_factory=list)
-    answers: list[AnswerRecord] = field(default_factory=list)
-    thread: ThreadUpdate | None = None
-    expected_head: CheckpointId | None = None
-    check_head: bool = False
-    acquire_ttl: float | None = None
-    """Take the thread's lease for this many seconds first, in the same transaction
-    (creating the thread row when missing); ``LeaseHeldError`` if another live owner has it."""
-    release: bool = False
-    """Give the lease up in the same transaction (the run's last commit)."""
-    durable: bool = True
-    """False: the commit need not wait for an fsync. Only for a write that nothing durable
-    depends on yet (a run's input checkpoint, made before any node runs): a store that keeps
-    commits in order makes it durable with the next durable commit, and a crash before that
-    loses only the call that had not returned."""
-
-    # Named constructors: what a commit is for. The lease flags and the answers riding with
-    # a run's first commit are set by the engine's committer, in one place.
-    @classmethod
-    def step(
-        cls,
-        checkpoint: CheckpointRecord,
-        channels: list[ChannelWrite],
-        *,
-        tasks: Sequence[TaskRecord] = (),
-        memos: Sequence[MemoRecord] = (),
-        pauses: Sequence[PauseRecord] = (),
-        thread: ThreadUpdate | None = None,
-        expected_head: CheckpointId | None = None,
-        check_head: bool = False,
-        durable: bool = True,
-    ) -> CommitBatch:
-        """A new checkpoint of ``checkpoint.ns`` (a step, an input, a fork or an update), its
-        channel values and the records that go with it."""
-        return cls(
-            ns=checkpoint.ns,
-            checkpoint=checkpoint,
-            channels=channels,
-            tasks=list(tasks),
-            memos=list(memos),
-            pauses=list(pauses),
-            thread=thread,
-            expected_head=expected_head,
-            check_head=check_head,
-            durable=durable,
-        )
-
-    @classmethod
-    def records(
-        cls,
-        ns: str,
-        *,
-        tasks: Sequence[TaskRecord] = (),
-        memos: Sequence[MemoRecord] = (),
-        pauses: Sequence[PauseRecord] = (),
-        thread: ThreadUpdate | None = None,
-        expected_head: CheckpointId | None = None,
-        check_head: bool = False,
-    ) -> CommitBatch:
-        """Records of a step that goes on or stops (task outcomes, memoized results, pauses),
-        and the thread's new status, without a new checkpoint."""
-        return cls(
-            ns=ns,
-            tasks=list(tasks),
-            memos=list(memos),
-            pauses=list(pauses),
-            thread=thread,
-            expected_head=expected_head,
-            check_head=check_head,
         )

@@ -18,6 +18,7 @@ from collections.abc import Callable
 from contextlib import AbstractContextManager
 from typing import Any
 
+from checkpoints.batch import CommitBatch
 from checkpoints.encoding import EncodedBatch, encode_batch
 from checkpoints.errors import (
     CheckpointError,
@@ -27,7 +28,7 @@ from checkpoints.errors import (
     SerializationError,
 )
 from checkpoints.lease import lease_free
-from checkpoints.models import CommitBatch, now
+from checkpoints.models import now
 from checkpoints.sqlite import reads
 from checkpoints.sqlite.rows import checks, records, steps, threads
 from checkpoints.sqlite.txn import read_txn

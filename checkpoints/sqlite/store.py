@@ -18,13 +18,13 @@ from typing import Any
 import sniffio
 
 from checkpoints.base import check_dispatch_outcome, first_error
+from checkpoints.batch import CommitBatch
 from checkpoints.errors import CheckpointError, LeaseLostError, SerializationError, never_claimed
 from checkpoints.models import (
     AnswerRecord,
     CallId,
     CheckpointId,
     CheckpointRecord,
-    CommitBatch,
     DecisionRecord,
     DispatchRecord,
     PauseId,

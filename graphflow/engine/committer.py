@@ -22,19 +22,18 @@ from typing import Any
 import anyio
 
 from checkpoints.base import Checkpointer
+from checkpoints.batch import CommitBatch, ThreadUpdate
 from checkpoints.errors import HeadConflictError, LeaseHeldError, LeaseLostError
 from checkpoints.models import (
     AnswerRecord,
     CallId,
     CheckpointId,
-    CommitBatch,
     DecisionRecord,
     DispatchRecord,
     MemoRecord,
     TaskId,
     TaskRecord,
     ThreadId,
-    ThreadUpdate,
 )
 from graphflow.errors import ThreadBusyError
 
@@ -66,7 +65,7 @@ class Committer:
     async def flush_answers(self) -> None:
         """Write the held answers now (before a side effect that must see them durable)."""
         if self._answers:
-            await self.commit(CommitBatch())
+            await self.commit(CommitBatch.flush())
 
     # -- commits ---------------------------------------------------------------------------
     async def commit(self, batch: CommitBatch, *, last: bool = False) -> None:
@@ -93,19 +92,19 @@ class Committer:
     async def task_records(self, ns: str, records: Sequence[TaskRecord]) -> None:
         """Commit records of tasks that finished (or will be retried) while siblings run."""
         if records:
-            await self.commit(CommitBatch.records(ns, tasks=records))
+            await self.commit(CommitBatch.flush(ns, tasks=records))
 
     async def memo(
         self, ns: str, checkpoint_id: CheckpointId, task_id: str, key: str, value: Any
     ) -> None:
         """Commit a memoized step result of a running task (``ctx.step_once``)."""
         memo = MemoRecord(checkpoint_id, TaskId(task_id), key, value)
-        await self.commit(CommitBatch.records(ns, memos=[memo]))
+        await self.commit(CommitBatch.flush(ns, memos=[memo]))
 
     async def mark_failed(self, graph_name: str | None) -> bool:
         """Leave the thread ``failed`` and give the lease up, best effort (after an error
         that stopped the run); whether that was written."""
-        batch = CommitBatch.records("", thread=ThreadUpdate("failed", (), graph_name))
+        batch = CommitBatch.stop("", ThreadUpdate("failed", (), graph_name))
         with anyio.CancelScope(shield=True), contextlib.suppress(Exception):
             await self.commit(batch, last=True)
             return True

@@ -26,10 +26,10 @@ from typing import Any
 import anyio.lowlevel
 
 from checkpoints.base import Checkpointer
+from checkpoints.batch import CommitBatch, ThreadUpdate
 from checkpoints.models import (
     AnswerRecord,
     CheckpointRecord,
-    CommitBatch,
     DecisionRecord,
     DispatchRecord,
     MemoRecord,
@@ -40,7 +40,6 @@ from checkpoints.models import (
     ThreadId,
     ThreadRecord,
     ThreadStatus,
-    ThreadUpdate,
 )
 from graphflow.decisions import Decision
 from graphflow.engine import plan, start, steps
@@ -251,17 +250,21 @@ class Run:
             and (self.spec.name is None or th.graph_name == self.spec.name)
         )
         if self.committer is not None:
-            batch = CommitBatch.step(
-                ck,
-                writes,
-                tasks=tasks,
-                pauses=pauses,
-                memos=memos,
-                thread=None if unchanged else ThreadUpdate(status, pending, self.spec.name),
-                expected_head=th.head if th is not None else None,
-                check_head=self.parent is None,
-                durable=durable,
-            )
+            thread = None if unchanged else ThreadUpdate(status, pending, self.spec.name)
+            expected = th.head if th is not None else None
+            if durable:
+                batch = CommitBatch.step(ck, writes, tasks=tasks, pauses=pauses, memos=memos,
+                                         thread=thread, expected_head=expected,
+                                         check_head=self.parent is None)  # fmt: skip
+            else:  # a run's input (engine.start): nothing durable depends on it yet
+                assert not tasks and not pauses and not memos
+                batch = CommitBatch.input(
+                    ck,
+                    writes,
+                    thread=thread,
+                    expected_head=expected,
+                    check_head=self.parent is None,
+                )
             await self.committer.commit(batch, last=not frontier or bool(pauses))
             if th is None and self.parent is None:  # the commit created the thread
                 th = self.thread = ThreadRecord(
@@ -314,7 +317,7 @@ class Run:
                     # Continued past a gate after the run's last step: the answers and the
                     # end of the run are committed together.
                     if self.committer is not None:
-                        done = CommitBatch.records("", thread=ThreadUpdate("done", ()))
+                        done = CommitBatch.stop("", ThreadUpdate("done", ()))
                         await self.committer.commit(done, last=True)
                     th.status, th.pending_pause_ids = "done", ()
                 return self.done_result()

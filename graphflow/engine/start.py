@@ -75,14 +75,14 @@ async def start_input(
     ck_id = new_checkpoint_id()
     frontier = plan.make_frontier(ck_id, run.ns, await run.route(START))
     ck = CheckpointRecord(
-        ck_id,
-        run.thread_id,
-        run.ns,
-        head.id if head else None,
-        head.step + 1 if head else -1,
-        "input",
-        applied.versions,
-        frontier,
+        id=ck_id,
+        thread_id=run.thread_id,
+        ns=run.ns,
+        parent_id=head.id if head else None,
+        step=head.step + 1 if head else -1,
+        source="input",
+        channel_versions=applied.versions,
+        frontier=frontier,
         channel_bases=applied.bases,
     )
     # Made before any node runs: nothing durable depends on it until the step's commit,

@@ -12,15 +12,14 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
+from checkpoints.batch import CommitBatch, ThreadUpdate
 from checkpoints.models import (
-    CommitBatch,
     PauseId,
     PauseRecord,
     TaskId,
     TaskRecord,
     TaskSpec,
     ThreadStatus,
-    ThreadUpdate,
     new_checkpoint_id,
     next_version,
     now,
@@ -143,8 +142,8 @@ async def stop(
     if run.committer is not None:
         thread = None if run.parent else ThreadUpdate(status, pending, run.spec.name)
         outbox = witness.outbox(root_ck.id) if run.parent is None else []
-        batch = CommitBatch.records(
-            run.ns, tasks=done.stop_records(), pauses=new_pauses, memos=outbox, thread=thread
+        batch = CommitBatch.stop(
+            run.ns, thread, tasks=done.stop_records(), pauses=new_pauses, memos=outbox
         )
         await run.committer.commit(batch, last=True)
     if run.thread is not None:

@@ -14,16 +14,15 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from checkpoints.base import Checkpointer
+from checkpoints.batch import CommitBatch, ThreadUpdate
 from checkpoints.errors import CorruptCheckpointError, LeaseHeldError
 from checkpoints.lease import new_owner
 from checkpoints.models import (
     CheckpointRecord,
-    CommitBatch,
     DecisionRecord,
     ThreadId,
     ThreadRecord,
     ThreadStatus,
-    ThreadUpdate,
     new_checkpoint_id,
 )
 from graphflow.decisions import Decision

@@ -17,12 +17,12 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from checkpoints.base import Checkpointer
+from checkpoints.batch import CommitBatch, ThreadUpdate
 from checkpoints.errors import LeaseHeldError
 from checkpoints.lease import new_owner
 from checkpoints.models import (
     CheckpointId,
     CheckpointRecord,
-    CommitBatch,
     MemoRecord,
     PauseId,
     TaskRecord,
@@ -30,7 +30,6 @@ from checkpoints.models import (
     ThreadId,
     ThreadRecord,
     ThreadStatus,
-    ThreadUpdate,
     new_checkpoint_id,
     next_version,
 )
@@ -201,15 +200,15 @@ async def _update(
         # ("running" would claim a live runner: what a crashed run looks like).
         status = "paused"
     ck = CheckpointRecord(
-        ck_id,
-        tid,
-        ns,
-        src.id if src else None,
-        src.step + 1 if src else -1,
-        "update",
-        applied.versions,
-        final,
-        {"as_node": as_node},
+        id=ck_id,
+        thread_id=tid,
+        ns=ns,
+        parent_id=src.id if src else None,
+        step=src.step + 1 if src else -1,
+        source="update",
+        channel_versions=applied.versions,
+        frontier=final,
+        metadata={"as_node": as_node},
         channel_bases=applied.bases,
     )
     if target.path:
@@ -293,7 +292,7 @@ async def _continue_parents(
         if rec is None or rec.status != "completed":
             continue
         again = TaskRecord(head.id, task.id, task.node, "pending", attempts=rec.attempts)
-        batch = CommitBatch.records(
+        batch = CommitBatch.flush(
             ns, tasks=[again], expected_head=th.head if th is not None else None, check_head=True
         )
         await committer.commit(batch)

@@ -1,4 +1,4 @@
-"""Run the conformance suite (``conformance.py``) against every checkpointer backend."""
+"""Run the conformance suite (``checkpoints.testing``) against every checkpointer backend."""
 
 from __future__ import annotations
 
@@ -9,11 +9,7 @@ from pathlib import Path
 import pytest
 
 from checkpoints import Checkpointer, MemoryCheckpointer, SqliteCheckpointer
-
-try:  # tests/checkpoints is a package once tests/__init__.py exists
-    from . import conformance
-except ImportError:  # pytest's default rootdir-relative import
-    import conformance  # type: ignore[no-redef]
+from checkpoints import testing as conformance
 
 BACKENDS: dict[str, Callable[[Path], Checkpointer]] = {
     "memory": lambda path: MemoryCheckpointer(),

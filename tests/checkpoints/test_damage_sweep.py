@@ -69,8 +69,9 @@ def ck(
     bases: dict[str, tuple[int, int]] | None = None,
 ) -> CheckpointRecord:
     return CheckpointRecord(
-        new_checkpoint_id(), thread, ns, parent, step, "loop" if parent else "input",
-        versions, frontier, {"step": step}, channel_bases=bases or {},
+        id=new_checkpoint_id(), thread_id=thread, ns=ns, parent_id=parent, step=step,
+        source="loop" if parent else "input", channel_versions=versions, frontier=frontier,
+        metadata={"step": step}, channel_bases=bases or {},
     )  # fmt: skip
 
 

@@ -61,8 +61,6 @@ def applied(path: Path) -> list[tuple[str, int]]:
         conn.close()
 
 
-
-
 def test_the_fixture_is_of_schema_1() -> None:
     assert applied(GOLDEN / "v1_paused.sqlite") == [("0001_initial", 1)]
 
@@ -147,4 +145,50 @@ def test_concurrent_openers_migrate_once(copy: Path) -> None:
     expected = json.loads((GOLDEN / "v1_paused_reads.json").read_text())
     cp = SqliteCheckpointer(copy)
     assert anyio.run(make_v1().reads, cp) == expected
+    anyio.run(cp.close)
+
+
+# -- schema 2, the layout of checkpoints.sqlite ----------------------------------------------
+
+
+def make_v2() -> ModuleType:
+    """``make_v2.py`` as a module (it imports ``make_v1`` beside it)."""
+    sys.path.insert(0, str(GOLDEN))
+    try:
+        spec = importlib.util.spec_from_file_location("golden_make_v2", GOLDEN / "make_v2.py")
+        assert spec is not None and spec.loader is not None
+        module = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(module)
+        return module
+    finally:
+        sys.path.remove(str(GOLDEN))
+
+
+@pytest.fixture
+def copy_v2(tmp_path: Path) -> Path:
+    path = tmp_path / "v2.sqlite"
+    shutil.copyfile(GOLDEN / "v2_paused.sqlite", path)
+    return path
+
+
+def test_the_v2_fixture_is_of_schema_2_with_one_ledger() -> None:
+    assert applied(GOLDEN / "v2_paused.sqlite") == [("0001_initial", 2), ("0002_checksums", 2)]
+
+
+def test_a_schema_2_store_reads_the_same(copy_v2: Path) -> None:
+    """Every later version must read today's format as today's code read it."""
+    expected = json.loads((GOLDEN / "v2_paused_reads.json").read_text())
+    cp = SqliteCheckpointer(copy_v2)
+    assert anyio.run(make_v2().reads, cp) == expected
+    anyio.run(cp.close)
+    n = migrations.SCHEMA_VERSION
+    assert applied(copy_v2) == [(name, n) for name, _ in migrations.MIGRATIONS]
+
+
+def test_the_schema_2_thread_finishes(copy_v2: Path) -> None:
+    script = make_v1()
+    cp = SqliteCheckpointer(copy_v2)
+    result = script.graph(cp).invoke(None, thread_id="t1")
+    assert result.status == "done"
+    assert result.state == {"log": [script.BIG, "a", "b"], "count": 1, "note": "c: yes"}
     anyio.run(cp.close)

@@ -42,11 +42,7 @@ from checkpoints.sqlite import durability, migrations
 from checkpoints.sqlite import wal as _wal
 from checkpoints.sqlite.reads import INFO_OF_STATUS
 from checkpoints.sqlite.rows import checks as rows
-
-try:  # tests/checkpoints is a package once tests/__init__.py exists
-    from . import conformance as c
-except ImportError:  # pytest's default rootdir-relative import
-    import conformance as c  # type: ignore[no-redef]
+from checkpoints.testing import support as c
 
 TESTS_DIR = str(Path(__file__).parent)
 T1 = c.T1
@@ -202,7 +198,7 @@ _PRELUDE = """
 import os, sys, time
 import anyio
 sys.path.insert(0, sys.argv[2])
-import conformance as c
+from checkpoints.testing import support as c
 from checkpoints import *
 from checkpoints.lease import new_owner
 from checkpoints.models import *
@@ -1048,7 +1044,9 @@ async def test_relaxed_writes_never_leave_the_connection_relaxed(path: Path) -> 
     owner = "me"
     await cp.acquire_lease(T1, owner, 60.0)  # a lease: relaxed
     assert await on_connection(cp, "PRAGMA synchronous") == [(2,)]
-    ck = CheckpointRecord(CheckpointId("c1"), T1, "", None, -1, "input", {}, (), {}, 1.0)
+    ck = CheckpointRecord(id=CheckpointId("c1"), thread_id=T1, ns="", parent_id=None, step=-1,
+                          source="input", channel_versions={}, frontier=(),
+                          created_at=1.0)  # fmt: skip
     await cp.commit(T1, owner, CommitBatch(checkpoint=ck, durable=False))
     assert await on_connection(cp, "PRAGMA synchronous") == [(2,)]
     assert (await cp.get_checkpoint(T1)) == ck

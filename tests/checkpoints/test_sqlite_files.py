@@ -9,6 +9,7 @@ drops root's privileges (root may write anything), and in this process otherwise
 from __future__ import annotations
 
 import os
+import shutil
 import sqlite3
 import sys
 import tempfile
@@ -29,11 +30,7 @@ from checkpoints import (
 )
 from checkpoints.lease import new_owner
 from checkpoints.models import ThreadId
-
-try:  # tests/checkpoints is a package once tests/__init__.py exists
-    from . import conformance as c
-except ImportError:  # pytest's default rootdir-relative import
-    import conformance as c  # type: ignore[no-redef]
+from checkpoints.testing import support as c
 
 T1 = c.T1
 
@@ -238,6 +235,46 @@ def test_a_store_in_a_read_only_directory_is_opened_read_only(shared_dir: Path) 
     d.chmod(0o555)
     unprivileged(lambda: check_read_only(path, "directory"))
     assert sorted(os.listdir(d)) == ["store.db"]  # no WAL or index file was left
+
+
+def test_a_read_only_store_of_an_older_version_is_read_with_its_old_record(
+    shared_dir: Path,
+) -> None:
+    """A file migrated by a version that kept a second record (``_graphflow_meta``), now
+    read-only: it is read as it is (its record is folded in only on write access)."""
+    path = shared_dir / "store.db"
+    filled(path)
+    conn = sqlite3.connect(path, isolation_level=None)
+    conn.execute("CREATE TABLE _graphflow_meta (key TEXT PRIMARY KEY, value)")
+    conn.execute("INSERT INTO _graphflow_meta VALUES ('schema_version', 2)")
+    conn.close()
+    path.chmod(0o444)
+    before = path.read_bytes()
+    unprivileged(lambda: check_read_only(path, "file"))
+    assert path.read_bytes() == before
+    path.chmod(0o644)
+    filled_again = SqliteCheckpointer(path)  # write access: the old record is folded in
+    call(filled_again, lambda s: s.setup())
+    call(filled_again, lambda s: s.close())
+    conn = sqlite3.connect(path)
+    tables = {name for (name,) in conn.execute("SELECT name FROM sqlite_master")}
+    conn.close()
+    assert "_graphflow_meta" not in tables and "_graphflow_migrations" in tables
+
+
+def test_a_read_only_store_that_needs_migrations_says_so(shared_dir: Path) -> None:
+    path = shared_dir / "store.db"
+    shutil.copyfile(Path(__file__).parents[1] / "fixtures" / "golden" / "v1_paused.sqlite", path)
+    path.chmod(0o444)
+
+    def check() -> None:
+        cp = SqliteCheckpointer(path)
+        err = raised(lambda: call(cp, lambda s: s.setup()))
+        assert isinstance(err, ReadOnlyStoreError), repr(err)
+        assert "must be upgraded" in str(err) and "write access" in str(err)
+        call(cp, lambda s: s.close())
+
+    unprivileged(check)
 
 
 def test_a_new_store_in_a_read_only_directory(shared_dir: Path) -> None:

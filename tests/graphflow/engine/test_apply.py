@@ -20,14 +20,14 @@ SCHEMA = StateSchema(S)
 
 def ck(**kw: object) -> CheckpointRecord:
     return CheckpointRecord(
-        CheckpointId("c0"),
-        ThreadId("t"),
-        "",
-        None,
-        0,
-        "input",
-        dict(kw),
-        (),  # type: ignore[arg-type]
+        id=CheckpointId("c0"),
+        thread_id=ThreadId("t"),
+        ns="",
+        parent_id=None,
+        step=0,
+        source="input",
+        channel_versions=dict(kw),  # type: ignore[arg-type]
+        frontier=(),
     )
 
 
