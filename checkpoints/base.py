@@ -1,6 +1,6 @@
 """The async ``Checkpointer`` protocol every backend implements.
 
-Contract shared by all backends (checked by ``tests/checkpoints/conformance.py``):
+Contract shared by all backends (checked by ``checkpoints.testing``):
 
 - ``commit`` is atomic: every record of a ``CommitBatch`` is durable, or none is. It is fenced
   by the lease: it raises ``LeaseLostError`` unless ``owner`` holds the thread's lease, and,

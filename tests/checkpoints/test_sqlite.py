@@ -1068,6 +1068,26 @@ def around_commit(seen: list[str]) -> list[str]:
 
 
 @pytest.mark.anyio
+async def test_untuned_sync_waits_for_every_fsync_and_keeps_no_room(path: Path) -> None:
+    """``tuned_sync=False`` (the baseline of A/B measurements): the first lease of a new WAL,
+    a lease, an input commit and a step commit all run at the configured level, and nothing
+    is written into the WAL ahead of SQLite."""
+    cp = SqliteCheckpointer(path, tuned_sync=False)
+    await cp.setup()  # (made on the event loop: it opens on first use)
+    await cp.close()
+    await cp.setup()
+    assert os.path.getsize(f"{path}-wal") == 0
+    seen = trace_statements(cp)
+    owner, head = await fill(cp, 1)  # a lease, then a durable step commit
+    await cp.commit(T1, owner, CommitBatch.input(c.checkpoint(parent=head, step=1), []))
+    await cp.release_lease(T1, owner)
+    assert [s for s in around_commit(seen) if s.startswith("PRAGMA")] == []  # FULL throughout
+    assert await on_connection(cp, "PRAGMA synchronous") == [(2,)]
+    assert os.path.getsize(f"{path}-wal") % _wal.ROOM_BYTES != 0  # SQLite's frames alone
+    await cp.close()
+
+
+@pytest.mark.anyio
 async def test_a_lease_that_starts_the_wal_is_not_synced_alone(path: Path) -> None:
     """A process's first write to a closed store (its WAL is empty) is a lease: it starts the
     WAL without syncing its header (the next durable commit syncs it); later leases, whose

@@ -31,7 +31,7 @@ THREAD_COLS = (
     " updated_at, pending_count, crc, head_crc, lease_crc, n_checkpoints, newest, n_pauses,"
     " n_answers, n_decisions, n_dispatches"
 )
-"""What ``thread`` decodes (the row read ``_sqlite_sql._THREAD``-style); counts after it."""
+"""What ``thread`` decodes (the row ``reads.THREAD`` reads); the counts follow it."""
 N_CHECKPOINTS, NEWEST, N_PAUSES, N_ANSWERS, N_DECISIONS, N_DISPATCHES = range(12, 18)
 
 # A thread row has three checksums, so that the writes of a run recompute only what they
