@@ -76,3 +76,22 @@ def test_the_first_example_run_twice_prints_what_its_comments_say(tmp_path: path
         )  # fmt: skip
         assert out.returncode == 0, out.stderr
         assert out.stdout.splitlines() == expected
+
+
+def test_every_test_the_readme_names_exists() -> None:
+    """A guarantee's "the test that shows it" is a real file, and a real test in it."""
+    root = README.parent
+    text = README.read_text(encoding="utf-8")
+    named = re.findall(r"`((?:tests/)?[\w/]*test_\w+\.py)((?:::\w+)?)`", text)
+    named += [(f, t) for f, t in re.findall(r"`(test_\w+\.py)(::\w+)`", text)]
+    assert len(named) >= 10
+    for path, test in named:
+        found = [root / path] if path.startswith("tests/") else root.glob(f"tests/**/{path}")
+        matches = list(found)
+        assert matches and matches[0].is_file(), f"README names {path}, which does not exist"
+        if test:
+            source = matches[0].read_text(encoding="utf-8")
+            assert f"def {test[2:]}(" in source, f"README names {path}{test}, not in the file"
+    for test in re.findall(r"`::(test_\w+)`", text):
+        assert any(f"def {test}(" in p.read_text(encoding="utf-8")
+                   for p in root.glob("tests/**/test_*.py")), test  # fmt: skip
