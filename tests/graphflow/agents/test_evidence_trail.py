@@ -71,6 +71,31 @@ def test_a_bad_evidence_argument_is_refused(spy: Spy) -> None:
         build(MemoryCheckpointer(), spy, evidence="e.db")
 
 
+def test_proposals_that_cannot_run_are_in_the_trail(spy: Spy) -> None:
+    from graphflow.agents import ModelResponse, ScriptedModel, ToolCall
+
+    calls = [
+        ToolCall(id="c_unknown", name="format_disk", args={"disk": "/dev/sda"}),
+        ToolCall(id="c_bad", name="issue_refund", args={"order": "7"}),  # no amount
+    ]
+    model = ScriptedModel([ModelResponse(tool_calls=calls), "Sorry."])
+    g = build(MemoryCheckpointer(), spy, model=model)
+    assert g.invoke(ask("anything"), thread_id="t", principal="alice").status == "done"
+    assert spy.runs() == []
+    log = g.evidence
+    assert log is not None
+    events = [r.event for r in log.events("t")]
+    assert [(e["extensions"]["graphflow"]["call_id"], e["event_type"]) for e in events] == [
+        ("c_unknown", "agentic_action_attempted"),
+        ("c_unknown", "agentic_action_failed"),
+        ("c_bad", "agentic_action_attempted"),
+        ("c_bad", "agentic_action_failed"),
+    ]
+    assert "unknown tool 'format_disk'" in json.dumps(events[1])
+    assert "invalid arguments for issue_refund" in json.dumps(events[3])
+    assert [e.stage for e in g.audit("t")] == ["proposal", "result", "proposal", "result"]
+
+
 def test_without_evidence_a_high_risk_call_never_runs(spy: Spy) -> None:
     g = build(MemoryCheckpointer(), spy, evidence=False)
     assert g.evidence is None
