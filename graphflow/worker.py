@@ -34,6 +34,7 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 import anyio
+import anyio.to_thread
 
 from checkpoints.base import Checkpointer
 from checkpoints.errors import LeaseHeldError
@@ -169,7 +170,10 @@ class Worker:
             th = await store.get_thread(ThreadId(info.thread_id))
             if th is None or th.status != "running" or th.head is None:
                 continue
-            if lease_free(th.lease_owner, th.lease_expires_at, "", now()):
+            owner, expires = th.lease_owner, th.lease_expires_at
+            # (whether a local owner is dead reads /proc: off the event loop)
+            free = await anyio.to_thread.run_sync(lease_free, owner, expires, "", now())
+            if free:
                 await store.mark_runnable(
                     th.thread_id, reason="recovery", if_updated_at=th.updated_at
                 )

@@ -7,9 +7,9 @@ once approved the tool appends ``"<thread> <pid>"`` to the effects file named by
 parent counts executions across processes. ``$GRAPHFLOW_TEST_SLOW`` (seconds) makes
 ``notify`` sleep, so a kill is likely to land after the tool's step, outside the tool.
 
-As a script: ``python _worker_graphs.py DB [forever] [--concurrency N] [--lease S]`` runs a
-worker on ``DB`` (``run_once`` until nothing is runnable, or ``run_forever``), printing one
-JSON line per result as it goes (flushed), and ``READY`` first.
+As a script: ``python _worker_graphs.py DB [--concurrency N] [--lease S] [--idle N]`` runs a
+worker on ``DB``: ``run_once`` until N passes in a row (default 3) did nothing, printing one
+JSON line per result (flushed), and ``READY`` first.
 """
 
 from __future__ import annotations
@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import Any
 
 import anyio
+from pydantic import Field
 
 from checkpoints import SqliteCheckpointer
 from graphflow import END, START, CompiledGraph, StateGraph
@@ -33,7 +34,7 @@ NAME = "approvals"
 
 
 class State(MessagesState):
-    notes: list[str] = []
+    notes: list[str] = Field(default_factory=list)
 
 
 def _slow() -> None:
@@ -91,8 +92,11 @@ def approval_builder() -> StateGraph:
 
 
 def approval_graph(db: str | os.PathLike[str], **kw: Any) -> CompiledGraph:
-    """The approval graph on a SQLite file (name ``approvals``)."""
-    return approval_builder().compile(checkpointer=SqliteCheckpointer(db), name=NAME, **kw)
+    """The approval graph on a SQLite file (name ``approvals``); ``$GRAPHFLOW_TEST_SYNC``
+    sets the store's ``synchronous`` (``NORMAL`` loses nothing to a SIGKILL, only to a
+    power loss, and spares the process tests most fsyncs)."""
+    store = SqliteCheckpointer(db, synchronous=os.environ.get("GRAPHFLOW_TEST_SYNC", "FULL"))
+    return approval_builder().compile(checkpointer=store, name=NAME, **kw)
 
 
 def user(tid: str) -> dict[str, Any]:
@@ -117,18 +121,15 @@ def _main(argv: list[str]) -> None:
     db, rest = argv[0], argv[1:]
     concurrency = int(rest[rest.index("--concurrency") + 1]) if "--concurrency" in rest else 1
     lease = float(rest[rest.index("--lease") + 1]) if "--lease" in rest else None
+    patience = int(rest[rest.index("--idle") + 1]) if "--idle" in rest else 3
     worker = Worker(
         approval_graph(db), concurrency=concurrency, lease_seconds=lease, poll_interval=0.05
     )
     print("READY", flush=True)
-    if "forever" in rest:
-        worker.run_forever()
-        print("STOPPED", flush=True)
-        return
 
     async def drain() -> None:
         idle = 0
-        while idle < 3:  # three passes in a row with nothing done: the others have the rest
+        while idle < patience:  # passes in a row with nothing done: the others have the rest
             results = await worker.run_once()
             for r in results:
                 print(json.dumps(r.to_dict()), flush=True)
