@@ -206,6 +206,21 @@ async def unfreeze(
             thread_id=thread_id, by=by or "system", reason=reason, checkpoint_id=ck
         ),
     )
+    if previous == "paused":  # freezing removed its runnable mark: answered, it is runnable
+        await _runnable_if_answered(store, th.thread_id)
+
+
+async def _runnable_if_answered(store: Checkpointer, thread_id: ThreadId) -> None:
+    """Mark a paused thread runnable when every pending pause (deferred ones aside) has an
+    answer, unless it changed since it was read."""
+    th = await store.get_thread(thread_id)
+    if th is None or th.status != "paused" or not th.pending_pause_ids:
+        return
+    records = await store.get_pauses(thread_id, list(th.pending_pause_ids))
+    waiting = [p.id for p in records if not start.deferred(p)]
+    stored = await store.load_answers(thread_id, waiting)
+    if all(p in stored for p in waiting):
+        await store.mark_runnable(thread_id, reason="answered", if_updated_at=th.updated_at)
 
 
 async def _head(store: Checkpointer, thread_id: str) -> tuple[ThreadRecord, CheckpointRecord]:

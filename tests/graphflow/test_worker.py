@@ -281,6 +281,17 @@ async def test_stop_ends_runs_between_steps_and_leaves_them_runnable() -> None:
     assert c.runs == Counter({"ask": 2, "b": 1, "c": 1})  # b's committed step not redone
 
 
+async def test_a_frozen_thread_is_not_runnable_until_it_is_unfrozen() -> None:
+    c = Counted()
+    g = chain(c, c.asking("ask"))
+    await g.ainvoke({"log": []}, thread_id="t")
+    await g.asubmit("t", resume="ok")
+    await g.afreeze("t", by="sec", reason="incident")
+    assert await Worker(g).run_once() == []  # frozen: nothing runs
+    await g.aunfreeze("t", by="sec", reason="over")
+    assert statuses(await Worker(g).run_once()) == {"t": "done"}  # its answer applies now
+
+
 async def test_a_run_that_changes_nothing_is_not_picked_up_again() -> None:
     c = Counted()
     g = chain(c, c.asking("ask"))
