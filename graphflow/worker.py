@@ -23,17 +23,21 @@ for the next worker.
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import itertools
 import math
 import os
 import signal
 import socket
+import threading
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
 import anyio
+import anyio.from_thread
+import anyio.lowlevel
 import anyio.to_thread
 
 from checkpoints.base import Checkpointer
@@ -129,6 +133,7 @@ class Worker:
         self._claimed = 0  # threads claimed so far (run_forever sleeps when none was)
         self._stopping = False
         self._wake: anyio.Event | None = None
+        self._loop: tuple[int, anyio.lowlevel.EventLoopToken] | None = None
 
     def _graphs_of(self, store: Checkpointer) -> dict[str | None, CompiledGraph]:
         for s, graphs in self._stores:
@@ -258,16 +263,24 @@ class Worker:
     # -- forever -----------------------------------------------------------------------------
     def stop(self) -> None:
         """Ask ``run_forever`` to return: nothing more is claimed, runs in flight stop after
-        their current step (their threads stay runnable), leases are released."""
+        their current step (their threads stay runnable), leases are released. Safe to call
+        from any thread (a node's, a signal handler's)."""
         self._stopping = True
-        if self._wake is not None:
-            self._wake.set()
+        wake, loop = self._wake, self._loop
+        if wake is None or loop is None:
+            return
+        if threading.get_ident() == loop[0]:
+            wake.set()
+        else:  # the event belongs to the worker's loop: set it there
+            with contextlib.suppress(RuntimeError):  # (that loop has ended)
+                anyio.from_thread.run_sync(wake.set, token=loop[1])
 
     async def arun_forever(self, *, handle_signals: bool = True) -> None:
         """Resume runnable threads until ``stop()`` (or SIGINT/SIGTERM, when
         ``handle_signals`` and on the main thread), polling every ``poll_interval``."""
         self._stopping = False
         self._wake = anyio.Event()
+        self._loop = (threading.get_ident(), anyio.lowlevel.current_token())
         async with anyio.create_task_group() as tg:
             if handle_signals:
                 await tg.start(self._watch_signals)
@@ -278,6 +291,7 @@ class Worker:
                     with anyio.move_on_after(self.poll_interval):
                         await self._wake.wait()
             tg.cancel_scope.cancel()
+        self._wake = self._loop = None
 
     async def _watch_signals(self, *, task_status: Any = anyio.TASK_STATUS_IGNORED) -> None:
         with anyio.open_signal_receiver(signal.SIGINT, signal.SIGTERM) as signals:

@@ -17,6 +17,7 @@ from collections import Counter
 from typing import Annotated, Any, TypedDict
 
 import anyio
+import anyio.to_thread
 import pytest
 
 from checkpoints import MemoryCheckpointer, SqliteCheckpointer
@@ -279,6 +280,26 @@ async def test_stop_ends_runs_between_steps_and_leaves_them_runnable() -> None:
     assert mark.reason == "recovery"
     assert statuses(await Worker(g).run_once()) == {"t": "done"}
     assert c.runs == Counter({"ask": 2, "b": 1, "c": 1})  # b's committed step not redone
+
+
+async def test_arun_forever_resumes_until_stopped_from_another_thread() -> None:
+    c = Counted()
+    g = chain(c, c.asking("ask"))
+    await g.ainvoke({"log": []}, thread_id="t")
+    await g.asubmit("t", resume="ok")
+    seen: list[WorkerResult] = []
+    worker = Worker(g, poll_interval=3600, on_result=seen.append)  # idles an hour unless woken
+
+    def stop_when_done() -> None:
+        while not seen:
+            time.sleep(0.01)
+        worker.stop()  # from a thread that is not the worker's loop
+
+    with anyio.fail_after(60):  # (a guard against a hang, not a timing)
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(anyio.to_thread.run_sync, stop_when_done)
+            await worker.arun_forever(handle_signals=False)
+    assert [(r.thread_id, r.status) for r in seen] == [("t", "done")]
 
 
 async def test_a_frozen_thread_is_not_runnable_until_it_is_unfrozen() -> None:
