@@ -11,8 +11,8 @@ from contextlib import AbstractContextManager
 from types import TracebackType
 from typing import Any, TypeVar
 
+from checkpoints import _sqlite_marks, _wal, serde
 from checkpoints import _sqlite_rows as rows
-from checkpoints import _wal, serde
 from checkpoints._decode import load_value as _load
 from checkpoints._decode import missing_channel as _missing
 from checkpoints.errors import (
@@ -509,6 +509,8 @@ def _write(
             conn.executemany(_UPSERT_PAUSE, pauses)
         if answers:
             insert_answers(conn, answers)
+        if batch.thread is not None:  # the runnable index (_sqlite_marks)
+            _sqlite_marks.after_commit(conn, thread_id, batch)
 
 
 def _unfenced(conn: sqlite3.Connection, thread_id: str) -> CheckpointError:

@@ -15,6 +15,7 @@ from typing import Any
 from checkpoints import serde
 from checkpoints._decode import load_value as _load
 from checkpoints._decode import missing_channel as _missing
+from checkpoints._runnable_memory import MemoryRunnable
 from checkpoints.errors import (
     CorruptCheckpointError,
     HeadConflictError,
@@ -48,7 +49,7 @@ def _dump(value: Any, key: str) -> bytes:
     return serde.dumps(value, key=key)
 
 
-class MemoryCheckpointer:
+class MemoryCheckpointer(MemoryRunnable):
     """A ``Checkpointer`` that keeps everything in this process's memory."""
 
     def __init__(self) -> None:
@@ -65,6 +66,7 @@ class MemoryCheckpointer:
         self._answers: dict[str, list[tuple[AnswerRecord, bytes]]] = {}
         self._decisions: dict[str, list[tuple[DecisionRecord, bytes | None]]] = {}
         self._dispatch: dict[tuple[str, str], tuple[DispatchRecord, bytes]] = {}
+        self._marks = {}  # the runnable index (_runnable_memory)
 
     async def setup(self) -> None:
         """Nothing to create."""
@@ -206,6 +208,7 @@ class MemoryCheckpointer:
         if batch.release:
             rec.lease_owner = rec.lease_expires_at = None
         self._threads[thread_id] = rec
+        self.runnable_after_commit(thread_id, batch)
 
     # -- reads -----------------------------------------------------------------------------
     def _revive_checkpoint(self, ck: CheckpointRecord, blob: bytes) -> CheckpointRecord:

@@ -395,9 +395,21 @@ def _checksums(db: Database) -> None:
     )
 
 
+def _runnable(db: Database) -> None:
+    """The runnable index (``Checkpointer.mark_runnable``): at most one row per thread, due
+    times indexed so a worker finds what is due without a scan of threads. An index, not a
+    record: nothing is appended, and a lost row only delays a resume (no checksums)."""
+    db.execute(
+        "CREATE TABLE gf_runnable (thread_id TEXT PRIMARY KEY, reason TEXT NOT NULL,"
+        " due_at REAL NOT NULL, marked_at REAL NOT NULL) WITHOUT ROWID"
+    )
+    db.execute("CREATE INDEX gf_runnable_due ON gf_runnable (due_at, thread_id)")
+
+
 MIGRATIONS: tuple[Migration, ...] = (
     ("0001_initial", _initial),
     ("0002_checksums", _checksums),
+    ("0003_runnable", _runnable),
 )
 """Every migration, oldest first. Append only."""
 

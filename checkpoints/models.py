@@ -380,6 +380,9 @@ class CommitBatch:
     (creating the thread row when missing); ``LeaseHeldError`` if another live owner has it."""
     release: bool = False
     """Give the lease up in the same transaction (the run's last commit)."""
+    runnable_at: float | None = None
+    """With ``thread`` set: mark the thread runnable from this time (reason ``deferred``) in
+    the same transaction, instead of clearing its mark (see ``RunnableMark``)."""
     durable: bool = True
     """False: the commit need not wait for an fsync. Only for a write that nothing durable
     depends on yet (a run's input checkpoint, made before any node runs): a store that keeps
@@ -440,3 +443,32 @@ class CommitBatch:
             expected_head=expected_head,
             check_head=check_head,
         )
+
+
+# -- the runnable index (what a worker resumes; see ``Checkpointer.list_runnable``) -----------
+RunnableReason = Literal["answered", "deferred", "recovery"]
+"""Why a thread is marked runnable.
+
+- ``answered``: every pending pause of a paused thread is answered (``submit``).
+- ``deferred``: it paused on a deferred call, which is evaluated again when the mark is due.
+- ``recovery``: it was left ``running`` by an owner whose lease expired or who died.
+"""
+
+RUNNABLE_REASONS: frozenset[str] = frozenset(get_args(RunnableReason))
+
+
+@dataclass(frozen=True, slots=True)
+class RunnableMark:
+    """A thread's entry in the runnable index: a worker may resume it from ``due_at``.
+
+    At most one per thread. A commit that changes the thread's status removes it (or, with
+    ``CommitBatch.runnable_at``, replaces it); ``marked_at`` tells one mark from a later one
+    of the same thread (``unmark_runnable`` removes only the mark it was given).
+    ``graph_name`` is the thread's, read with the mark.
+    """
+
+    thread_id: ThreadId
+    reason: RunnableReason
+    due_at: float
+    marked_at: float
+    graph_name: str | None = None

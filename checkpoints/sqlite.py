@@ -66,6 +66,7 @@ from checkpoints import _sqlite_path as _path
 from checkpoints import _sqlite_read as read
 from checkpoints import _sqlite_rows as rows
 from checkpoints import _wal, migrations
+from checkpoints._sqlite_runnable import SqliteRunnable
 from checkpoints._sqlite_sql import (
     _DISPATCH,
     _INSERT_DECISION,
@@ -131,7 +132,7 @@ def _on_event_loop() -> bool:
         return False
 
 
-class SqliteCheckpointer:
+class SqliteCheckpointer(SqliteRunnable):
     """A ``Checkpointer`` storing everything in one SQLite file, safe for many processes.
 
     Args:

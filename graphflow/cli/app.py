@@ -15,7 +15,7 @@ from typing import Any
 
 import click
 
-from graphflow.cli import answers, policy, running, threads
+from graphflow.cli import answers, policy, running, threads, worker
 from graphflow.cli.common import ERROR, NOT_FOUND, OK, USAGE, CliError, db_option, fail, one_line
 
 INTERRUPTED = 130
@@ -151,6 +151,7 @@ for _command in (
     *threads.COMMANDS,
     *answers.COMMANDS,
     policy.policy,
+    *worker.COMMANDS,
 ):
     app.add_command(_command)
 

@@ -11,9 +11,12 @@ import pytest
 from checkpoints import Checkpointer, MemoryCheckpointer, SqliteCheckpointer
 
 try:  # tests/checkpoints is a package once tests/__init__.py exists
-    from . import conformance
+    from . import conformance, conformance_runnable
 except ImportError:  # pytest's default rootdir-relative import
     import conformance  # type: ignore[no-redef]
+    import conformance_runnable  # type: ignore[no-redef]
+
+ALL_CHECKS = [*conformance.CHECKS, *conformance_runnable.CHECKS]
 
 BACKENDS: dict[str, Callable[[Path], Checkpointer]] = {
     "memory": lambda path: MemoryCheckpointer(),
@@ -53,7 +56,7 @@ async def make(
 
 
 @pytest.mark.anyio
-@pytest.mark.parametrize("check", conformance.CHECKS, ids=lambda c: c.__name__)
+@pytest.mark.parametrize("check", ALL_CHECKS, ids=lambda c: c.__name__)
 async def test_conformance(
     make: conformance.Factory, check: conformance.Check, request: pytest.FixtureRequest
 ) -> None:

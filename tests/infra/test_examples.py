@@ -116,6 +116,17 @@ EXPECTED = {
         "ran: ['triage', 'cleanup.plan', 'delete_file cache/old.log', 'report']",
     ],
     "quickstart.py": ["paused [{'question': 'publish?'}]", "done ['drafted', 'review: yes']"],
+    "resume_job.py": [
+        "started 3 refund requests: paused, paused, paused",
+        "approved refund-1, denied refund-2; refund-3 waits",
+        "worker resumed 2 threads:",
+        "  refund-1: done (answered)",
+        "  refund-2: done (answered)",
+        "refund-1: Refunded.",
+        "refund-2: The refund was not issued.",
+        "refund-3: paused on issue_refund",
+        "refunds issued: ['A-1']",
+    ],
 }
 
 
