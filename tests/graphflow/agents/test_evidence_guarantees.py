@@ -1,4 +1,4 @@
-"""Two guarantees of the evidence log shown end to end:
+"""Guarantees of the evidence log shown end to end:
 
 - a full approval flow across three processes (the call pauses and that process exits; a
   second one records the approval; a third runs the call) leaves a trail whose every event
@@ -6,7 +6,8 @@
   links by call id, pause id and checkpoint id to the thread's stored checkpoints;
 - a log file made read-only blocks a high-risk call and lets a low-risk one run, its gap
   recorded when the file is writable again (the directory taken away is in
-  ``test_evidence_trail.py``).
+  ``test_evidence_trail.py``);
+- a call that untrusted content influenced says so in its events, naming the source.
 """
 
 from __future__ import annotations
@@ -166,3 +167,28 @@ def test_a_read_only_log_lets_a_low_risk_call_run_and_records_the_gap_later(
     assert "executed" in [r.event["extensions"]["graphflow"]["stage"] for r in records]
     assert trail[-1].stage == "result" and len(trail) == len(records)
     assert log.verify().ok
+
+
+# -- provenance of untrusted content ------------------------------------------------------------
+def test_a_call_influenced_by_untrusted_content_says_so_and_names_the_source(spy: Spy) -> None:
+    from checkpoints import MemoryCheckpointer
+
+    g = build(MemoryCheckpointer(), spy)
+    g.invoke(ask("inbox, then refund 7 50"), thread_id="tainted", principal="alice")
+    g.invoke(ask("refund 7 50"), thread_id="clean", principal="alice")
+    log = g.evidence
+    assert log is not None
+
+    def contexts(thread: str) -> list[dict[str, Any]]:
+        return [r.event["context"] for r in log.events(thread)
+                if r.event["extensions"]["graphflow"]["call_id"] == REFUND]  # fmt: skip
+
+    tainted, clean = contexts("tainted"), contexts("clean")
+    assert tainted and all(c["untrusted_content_influenced_action"] is True for c in tainted)
+    assert all(
+        c["input_sources"] == [{"source_type": "untrusted_content", "source_id":
+                                "tool:read_inbox", "trust_level": "untrusted"}]
+        for c in tainted
+    )  # fmt: skip
+    assert clean and all(c["untrusted_content_influenced_action"] is False for c in clean)
+    assert all("input_sources" not in c for c in clean)
