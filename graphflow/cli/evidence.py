@@ -1,7 +1,8 @@
 """The evidence log from the shell: ``audit``, ``verify``, ``freeze`` and ``unfreeze``.
 
 - ``audit THREAD`` prints the thread's trail (``graph.audit``): one entry per evidence event,
-  with its checkpoint and pause ids.
+  with its checkpoint and pause ids. Its log (``--evidence``, else the one beside ``--db``)
+  must exist: exit 4 otherwise, and none is made.
 - ``verify`` recomputes the hash chain of an evidence file (by default the one beside
   ``--db``: ``X.db`` -> ``X.evidence.db``) and exits 3 when anything does not hold, printing
   each problem's seq, kind and detail. A file that does not exist is exit 4 and is not made.
@@ -91,20 +92,20 @@ def audit_command(
     """Show a thread's evidence trail.
 
     Every proposal, policy decision, pause, decision, dispatch and result, in order, each
-    with its checkpoint and pause ids; a decision that did not apply says why."""
+    with its checkpoint and pause ids; a decision that did not apply says why. Events the
+    thread kept while the log was not writable are written first."""
     from graphflow.cli import load
 
     path = existing_database(ctx, db)
     ctx.meta["graphflow.db"] = path
+    log_path = existing_evidence(evidence_file(ctx, db, evidence_path))
     graph = load.store_graph(path, graph_ref)
-    if evidence_path is not None:
-        from graphflow.compiled import CompiledGraph
-        from graphflow.evidence import EvidenceLog
+    from graphflow.compiled import CompiledGraph
+    from graphflow.evidence import EvidenceLog
 
-        log = EvidenceLog(existing_evidence(evidence_path))
-        ctx.call_on_close(log.close)
-        graph = CompiledGraph(graph.spec, graph.checkpointer, evidence=log)
-    trail = graph.audit(thread)
+    log = EvidenceLog(log_path)
+    ctx.call_on_close(log.close)
+    trail = CompiledGraph(graph.spec, graph.checkpointer, evidence=log).audit(thread)
     if as_json:
         from graphflow.cli.encode import encode
 

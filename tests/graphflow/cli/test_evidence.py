@@ -96,12 +96,16 @@ def test_audit_reads_an_evidence_file_given_with_evidence(cli: Cli) -> None:
     assert not (cli.cwd / "nope.db").exists()
 
 
-def test_audit_of_an_unknown_thread_or_database_is_exit_4(cli: Cli) -> None:
+def test_audit_of_an_unknown_thread_database_or_log_is_exit_4(cli: Cli) -> None:
     cli.start("t1")
     got = cli("audit", "nope")
     assert got.code == 4 and "no thread 'nope'" in got.error
     missing = cli("audit", "t1", "--db", str(cli.cwd / "other.db"), db=False)
     assert missing.code == 4 and not (cli.cwd / "other.db").exists()
+    os.remove(evidence_path(cli))
+    no_log = cli("audit", "t1")
+    assert no_log.code == 4 and "does not exist" in no_log.error
+    assert not os.path.exists(evidence_path(cli))
 
 
 # -- verify --------------------------------------------------------------------------------------
