@@ -42,6 +42,7 @@ def test_every_command_is_listed() -> None:
     assert names == {f"graphflow{s}" for s in (
         "", " demo", " run", " resume", " draw", " threads", " show", " history", " pauses",
         " approve", " deny", " answer", " cancel", " policy", " policy check", " worker",
+        " audit", " verify", " freeze", " unfreeze",
     )}  # fmt: skip
 
 
