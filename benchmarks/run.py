@@ -16,7 +16,9 @@ report as it goes, and ends with one table of every figure: ``DIR/results.json``
   latency of one durable append;
 - ``w7_approval``: W7, an approval flow across processes, graphflow with evidence on and off
   vs LangGraph (skipped, with a note in the table, when LangGraph is not installed:
-  ``pip install -e '.[bench]'``).
+  ``pip install -e '.[bench]'``);
+- ``w8_worker``: W8, 1,000 answered threads resumed by one worker process at concurrency 1,
+  8 and 32 vs LangGraph's loop of ``Command(resume=...)``.
 
 ``--quick`` runs fewer repetitions (a smoke run; the figures are noisier). Compare only
 figures of one run: the ratios are paired within it.
@@ -49,6 +51,7 @@ BENCHMARKS: dict[str, tuple[list[str], list[str]]] = {
     "cli_startup": ([], ["--runs", "5"]),
     "evidence_verify": ([], ["--appends", "100"]),
     "w7_approval": ([], ["--reps", "3"]),
+    "w8_worker": ([], ["--threads", "100", "--reps", "1"]),
 }
 
 

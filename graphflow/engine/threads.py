@@ -89,7 +89,8 @@ async def submit(
         p = by_id.get(a.pause_id)
         if p is not None and p.kind in GATES:
             witness.add(*resume_event(p, a.value, a.by))
-    await witness.require()
+    if witness.enabled:  # (a graph without evidence records its answers all the same)
+        await witness.require()
     # When every pending pause is answered now (a deferred call needs none: it is evaluated
     # again by the run), the thread is marked runnable in the same transaction, unless it
     # changed since it was read (a worker then finds it in the index at once).

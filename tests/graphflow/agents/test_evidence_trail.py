@@ -96,6 +96,23 @@ def test_proposals_that_cannot_run_are_in_the_trail(spy: Spy) -> None:
     assert [e.stage for e in g.audit("t")] == ["proposal", "result", "proposal", "result"]
 
 
+def test_without_evidence_submit_records_answers() -> None:
+    def ask_it(state: Answer) -> Answer:
+        return {"answer": str(interrupt("ship?"))}
+
+    b = StateGraph(Answer).add_node("ask_it", ask_it)
+    g = b.add_edge(START, "ask_it").add_edge("ask_it", END).compile(
+        checkpointer=MemoryCheckpointer(), evidence=False
+    )
+    assert g.invoke({}, thread_id="t").status == "paused"
+    g.submit("t", resume="yes", by="alice")
+    assert g.invoke(None, thread_id="t").state == {"answer": "yes"}
+    g.invoke({}, thread_id="u")  # and the thread operations that write evidence elsewhere
+    g.freeze("u", reason="incident", by="alice")
+    g.unfreeze("u", reason="resolved", by="alice")
+    g.cancel("u", reason="not needed")
+
+
 def test_without_evidence_a_high_risk_call_never_runs(spy: Spy) -> None:
     g = build(MemoryCheckpointer(), spy, evidence=False)
     assert g.evidence is None
