@@ -127,6 +127,14 @@ def main(argv: list[str] | None = None) -> None:
     print(f"simple (require_confirmation) median {simple:.0f} us per run")
     print(f"full pipeline                 median {full:.0f} us per run")
     print(f"ratio full/simple (paired median) {statistics.median(ratios):.2f}")
+    from _results import emit, row
+
+    emit("agent_pipeline", [
+        row(f"agent run, require_confirmation ({args.store})", round(simple), "us"),
+        row(f"agent run, full pipeline ({args.store})", round(full), "us"),
+        row("full pipeline / require_confirmation", round(statistics.median(ratios), 2), "ratio",
+            note=f"paired median of {args.reps}"),
+    ])  # fmt: skip
 
 
 if __name__ == "__main__":

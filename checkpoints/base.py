@@ -16,6 +16,9 @@ Contract shared by all backends (checked by ``checkpoints.testing``):
   ``CorruptCheckpointError`` naming the thread and checkpoint; a backend never returns a
   partly decoded record, nor a damaged one as if it were sound.
 - Pauses, answers, decisions and dispatch records are append-only.
+- The runnable index (``mark_runnable`` and below) holds at most one ``RunnableMark`` per
+  thread; a ``commit`` whose batch sets ``thread`` removes the thread's mark in the same
+  transaction, or replaces it with a ``deferred`` one due at ``batch.runnable_at``.
 
 Which error wins, when a call meets several (every backend, checked by ``checkpoints.testing``
 on each): what the store finds before it looks at the values it was given. In order:
@@ -47,6 +50,8 @@ from checkpoints.models import (
     PauseId,
     PauseRecord,
     ResumePoint,
+    RunnableMark,
+    RunnableReason,
     TaskId,
     TaskRecord,
     ThreadId,
@@ -227,4 +232,55 @@ class Checkpointer(Protocol):
 
     async def get_dispatch(self, thread_id: ThreadId, call_id: CallId) -> DispatchRecord | None:
         """The dispatch record of a call, with its outcome when known."""
+        ...
+
+    # -- the runnable index (what workers resume) -------------------------------------------
+    async def record_answers(
+        self,
+        thread_id: ThreadId,
+        decisions: Sequence[DecisionRecord],
+        answers: Sequence[AnswerRecord],
+        *,
+        runnable_if_updated_at: float | None = None,
+    ) -> bool:
+        """Append decisions and answers (no lease needed) and, with
+        ``runnable_if_updated_at``, mark the thread runnable (``answered``, due now) if its
+        row's ``updated_at`` still equals that value (its status and pending pauses did not
+        change since it was read), all in one transaction. Every value is serialized first
+        (``SerializationError``: nothing written). Returns whether the thread was marked."""
+        ...
+
+    async def mark_runnable(
+        self,
+        thread_id: ThreadId,
+        *,
+        reason: RunnableReason,
+        due_at: float | None = None,
+        if_updated_at: float | None = None,
+    ) -> bool:
+        """Mark the thread runnable from ``due_at`` (now when None), atomically; a mark it
+        has is replaced, keeping the earlier due time. With ``if_updated_at``, only if the
+        thread row's ``updated_at`` still equals it. False (nothing written) when the
+        thread does not exist or changed."""
+        ...
+
+    async def list_runnable(
+        self, *, due_by: float | None = None, limit: int = 100
+    ) -> list[RunnableMark]:
+        """Marks due by ``due_by`` (now when None), earliest due first, at most ``limit``,
+        from an index (no scan of threads). Raises ``ValueError`` for a negative limit."""
+        ...
+
+    async def claim_runnable(
+        self, thread_id: ThreadId, owner: str, ttl: float
+    ) -> RunnableMark | None:
+        """Take the lease of a thread that has a due mark, atomically (the test of the mark
+        and the lease test-and-set in one transaction); return the mark, which stays until
+        the run's commit removes it. None (no lease taken) when the thread has no due mark;
+        ``LeaseHeldError`` as ``acquire_lease``."""
+        ...
+
+    async def unmark_runnable(self, mark: RunnableMark) -> bool:
+        """Remove ``mark`` if it is still the thread's (same ``marked_at``); whether it was.
+        Atomic: a newer mark of the thread is never removed."""
         ...

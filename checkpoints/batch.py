@@ -59,6 +59,9 @@ class CommitBatch:
     (creating the thread row when missing); ``LeaseHeldError`` if another live owner has it."""
     release: bool = False
     """Give the lease up in the same transaction (the run's last commit)."""
+    runnable_at: float | None = None
+    """With ``thread`` set: mark the thread runnable from this time (reason ``deferred``) in
+    the same transaction, instead of clearing its mark (see ``RunnableMark``)."""
     durable: bool = True
     """False: the commit need not wait for an fsync. Only for a write that nothing durable
     depends on yet (a run's input checkpoint, made before any node runs): a store that keeps

@@ -44,13 +44,14 @@ from checkpoints.models import (
     check_thread_status,
     now,
 )
+from checkpoints.runnable_memory import MemoryRunnable
 
 
 def _dump(value: Any, key: str) -> bytes:
     return serde.dumps(value, key=key)
 
 
-class MemoryCheckpointer:
+class MemoryCheckpointer(MemoryRunnable):
     """A ``Checkpointer`` that keeps everything in this process's memory."""
 
     def __init__(self) -> None:
@@ -67,6 +68,7 @@ class MemoryCheckpointer:
         self._answers: dict[str, list[tuple[AnswerRecord, bytes]]] = {}
         self._decisions: dict[str, list[tuple[DecisionRecord, bytes | None]]] = {}
         self._dispatch: dict[tuple[str, str], tuple[DispatchRecord, bytes]] = {}
+        self._marks = {}  # the runnable index (runnable_memory)
 
     async def setup(self) -> None:
         """Nothing to create."""
@@ -194,6 +196,7 @@ class MemoryCheckpointer:
         if batch.release:
             rec.lease_owner = rec.lease_expires_at = None
         self._threads[thread_id] = rec
+        self.runnable_after_commit(thread_id, batch)
 
     # -- reads -----------------------------------------------------------------------------
     def _revive_checkpoint(self, ck: CheckpointRecord, blob: bytes) -> CheckpointRecord:

@@ -352,3 +352,32 @@ class ThreadInfo:
             rec.graph_name,
             rec.created_at,
         )
+
+
+# -- the runnable index (what a worker resumes; see ``Checkpointer.list_runnable``) -----------
+RunnableReason = Literal["answered", "deferred", "recovery"]
+"""Why a thread is marked runnable.
+
+- ``answered``: every pending pause of a paused thread is answered (``submit``).
+- ``deferred``: it paused on a deferred call, which is evaluated again when the mark is due.
+- ``recovery``: it was left ``running`` by an owner whose lease expired or who died.
+"""
+
+RUNNABLE_REASONS: frozenset[str] = frozenset(get_args(RunnableReason))
+
+
+@dataclass(frozen=True, slots=True)
+class RunnableMark:
+    """A thread's entry in the runnable index: a worker may resume it from ``due_at``.
+
+    At most one per thread. A commit that changes the thread's status removes it (or, with
+    ``CommitBatch.runnable_at``, replaces it); ``marked_at`` tells one mark from a later one
+    of the same thread (``unmark_runnable`` removes only the mark it was given).
+    ``graph_name`` is the thread's, read with the mark.
+    """
+
+    thread_id: ThreadId
+    reason: RunnableReason
+    due_at: float
+    marked_at: float
+    graph_name: str | None = None

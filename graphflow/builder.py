@@ -286,6 +286,7 @@ class StateGraph:
         name: str | None = None,
         *,
         lease_ttl: float = 30.0,
+        defer_retry: float = 30.0,
     ) -> GraphSpec:
         """Validate the graph (``GraphValidationError``) and freeze it into a ``GraphSpec``."""
         edges = self.edges.frozen()
@@ -300,6 +301,7 @@ class StateGraph:
             interrupt_after=after,
             name=name,
             lease_ttl=lease_ttl,
+            defer_retry=defer_retry,
             pausing=pausing_nodes(nodes, before, after),
         )
 
@@ -311,19 +313,29 @@ class StateGraph:
         name: str | None = None,
         *,
         lease_ttl: float = 30.0,
+        defer_retry: float = 30.0,
         evidence: EvidenceLog | bool | None = None,
     ) -> CompiledGraph:
         """Validate the graph (``GraphValidationError``) and return a runnable
         ``CompiledGraph`` on ``checkpointer``. ``evidence``: the evidence log of its tool
         calls and pauses (an ``EvidenceLog``; None: the default one beside the store;
-        False: none, and then high-risk tool calls do not run; see ``graphflow.audit``)."""
+        False: none, and then high-risk tool calls do not run; see ``graphflow.audit``).
+        ``lease_ttl``: seconds a run's lease lasts after its last renewal; ``defer_retry``:
+        seconds after which a thread paused on a deferred call is due for a worker to
+        evaluate it again (``graphflow.worker``)."""
         if not _COMPILER:
             # Only the builder was imported so far (the package root binds its names on
             # first use): load the layer above, which registers how a spec is compiled.
             importlib.import_module("graphflow.compiled")
 
         graph: CompiledGraph = _COMPILER[0](
-            self.spec(interrupt_before, interrupt_after, name, lease_ttl=lease_ttl),
+            self.spec(
+                interrupt_before,
+                interrupt_after,
+                name,
+                lease_ttl=lease_ttl,
+                defer_retry=defer_retry,
+            ),
             checkpointer,
             evidence=evidence,
         )

@@ -51,6 +51,12 @@ class CompiledGraph:
                 f"lease_ttl must be a positive number of seconds, not {spec.lease_ttl!r}: a "
                 "run holds its thread's lease for that long after its last renewal"
             )
+        retry = spec.defer_retry
+        if isinstance(retry, bool) or not isinstance(retry, int | float) or not retry >= 0:
+            raise InvalidArgumentError(
+                f"defer_retry must be a number of seconds >= 0, not {retry!r}: a deferred "
+                "call is due for re-evaluation that long after its thread paused"
+            )
         self.spec = spec
         self.checkpointer = checkpointer
         self._evidence = check_evidence(evidence)

@@ -65,9 +65,7 @@ class Decision:
                 object.__setattr__(self, "roles", tuple(str(r) for r in roles))
         if self.by == "":
             raise InvalidArgumentError("a decision's by must be a non-empty id, or None")
-        if isinstance(self.roles, str) or not all(
-            isinstance(r, str) and r for r in self.roles
-        ):
+        if isinstance(self.roles, str) or not all(isinstance(r, str) and r for r in self.roles):
             raise InvalidArgumentError(
                 f"a decision's roles must be a tuple of role names, not {self.roles!r:.60}"
             )

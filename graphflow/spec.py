@@ -70,6 +70,8 @@ class GraphSpec:
     interrupt_after: frozenset[str] = frozenset()
     name: str | None = None
     lease_ttl: float = 30.0
+    defer_retry: float = 30.0
+    """Seconds after which a thread paused on a deferred call is due for re-evaluation."""
     pausing: tuple[str, ...] = ()
     """Nodes that may pause (gates, ``interrupt`` calls, confirmations, pausing subgraphs)."""
 

@@ -29,7 +29,7 @@ from checkpoints.errors import (
 )
 from checkpoints.lease import lease_free
 from checkpoints.models import now
-from checkpoints.sqlite import reads
+from checkpoints.sqlite import marks, reads
 from checkpoints.sqlite.rows import checks, records, steps, threads
 from checkpoints.sqlite.txn import read_txn
 from checkpoints.sqlite.writes import INSERT_THREAD, insert_answers, lease_existing, thread_values
@@ -283,6 +283,8 @@ def _write(
             conn.executemany(UPSERT_PAUSE, pauses)
         if enc.answers:
             insert_answers(conn, enc.answers)
+        if batch.thread is not None:  # the runnable index (marks)
+            marks.after_commit(conn, thread_id, batch)
 
 
 def _unfenced(conn: sqlite3.Connection, thread_id: str) -> CheckpointError:

@@ -44,6 +44,7 @@ from checkpoints.sqlite import commit, reads, reads_records, writes
 from checkpoints.sqlite.connection import Connection
 from checkpoints.sqlite.durability import Durability
 from checkpoints.sqlite.rows import records
+from checkpoints.sqlite.runnable import SqliteRunnable
 from checkpoints.sqlite.txn import Txn, read_txn
 
 __all__ = ["SqliteCheckpointer"]
@@ -57,7 +58,7 @@ def _on_event_loop() -> bool:
         return False
 
 
-class SqliteCheckpointer:
+class SqliteCheckpointer(SqliteRunnable):
     """A ``Checkpointer`` storing everything in one SQLite file, safe for many processes.
 
     Args:

@@ -15,15 +15,18 @@ They need ``pytest`` and ``anyio``. A backend runs them all like this::
 
 One module per section of the protocol: ``leases`` (threads and leases), ``commits``
 (the commit and which error wins), ``reads`` (checkpoints, channels, tasks, memos, listing),
-``records`` (pauses, answers, decisions, dispatches); ``support`` holds what they share.
+``records`` (pauses, answers, decisions, dispatches), ``runnable`` (the runnable index of
+workers); ``support`` holds what they share.
 """
 
 from __future__ import annotations
 
-from checkpoints.testing import commits, leases, reads, records
+from checkpoints.testing import commits, leases, reads, records, runnable
 from checkpoints.testing.support import Check, Factory
 
-__all__ = ["CHECKS", "Check", "Factory", "commits", "leases", "reads", "records"]
+__all__ = [
+    "CHECKS", "Check", "Factory", "commits", "leases", "reads", "records", "runnable",
+]  # fmt: skip
 
 CHECKS: list[Check] = [
     leases.check_lease_acquire_renew_release,
@@ -47,5 +50,6 @@ CHECKS: list[Check] = [
     reads.check_list_threads_refuses_an_unknown_status,
     leases.check_commit_takes_and_gives_up_the_lease,
     leases.check_resume_thread,
+    *runnable.CHECKS,
 ]
 """Every check, in a stable order (test ids are the function names)."""

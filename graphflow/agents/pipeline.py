@@ -102,15 +102,29 @@ async def handle_call(
     call = proposal.call
     out = CallOutcome()
     tool = agent.tools_by_name.get(call.name)
-    if tool is None:
-        out.content = f"Error: unknown tool {call.name!r}; available: {sorted(agent.tools_by_name)}"
-        return out
-    try:
-        args = tool.validate(call.args)
-    except ToolArgumentError as e:
-        out.content = f"Error: invalid arguments for {call.name}: {e}"
-        return out
     principal = Principal.coerce(ctx.principal)
+    problem = None
+    if tool is None:
+        problem = f"unknown tool {call.name!r}; available: {sorted(agent.tools_by_name)}"
+    else:
+        try:
+            args = tool.validate(call.args)
+        except ToolArgumentError as e:
+            problem = f"invalid arguments for {call.name}: {e}"
+    if problem is not None or tool is None:
+        trail = CallTrail.about(
+            ctx,
+            proposal,
+            tool=call.name,
+            agent=agent.name,
+            principal=principal,
+            taint=taint,
+            risk=tool.effective_risk if tool is not None else "high",
+            category=tool.category if tool is not None else None,
+        )
+        trail.unrunnable(problem or "")
+        out.content = f"Error: {problem}"
+        return out
     tctx = ToolCallContext.of(
         tool,
         args,
@@ -122,7 +136,7 @@ async def handle_call(
         tainted=taint[0],
         taint_sources=taint[1],
     )
-    trail = CallTrail(ctx, proposal, tctx)
+    trail = CallTrail.of(ctx, proposal, tctx)
     trail.proposed()
     # 1. access control
     if agent.access_control is not None:

@@ -24,6 +24,7 @@ from graphflow.evidence import CallFacts, EvidenceError, stages
 if TYPE_CHECKING:
     from graphflow.agents.confirm import Gate
     from graphflow.agents.pipeline import Proposal
+    from graphflow.auth.principal import Principal
     from graphflow.decisions import Decision
     from graphflow.types import ToolConfirmationRequest
 
@@ -38,28 +39,61 @@ _PAUSED = {
 class CallTrail:
     """The events of one proposal, queued on the run's witness."""
 
-    def __init__(self, ctx: NodeContext, proposal: Proposal, tctx: ToolCallContext):
+    def __init__(self, ctx: NodeContext, proposal: Proposal, facts: CallFacts):
         self.ctx = ctx
         self.proposal = proposal
         self.witness = runtime_witness(ctx)
-        p = tctx.principal
-        self.facts = CallFacts(
-            thread_id=ctx.thread_id,
-            call_id=proposal.call.id,
+        self.facts = facts
+        self.high = facts.risk in HIGH_RISKS
+        self.nonce: str | None = None
+        self.approved_by: str | None = None
+
+    @classmethod
+    def of(cls, ctx: NodeContext, proposal: Proposal, tctx: ToolCallContext) -> CallTrail:
+        """The trail of a call of a known tool whose arguments are valid."""
+        return cls.about(
+            ctx,
+            proposal,
             tool=tctx.tool.name,
-            args=dict(proposal.call.args),
             agent=tctx.agent,
-            node=ctx.node,
-            action_id=f"{ctx.thread_id}:{proposal.dispatch_key}",
-            principal_id=p.id if p is not None else None,
-            principal_type=p.type if p is not None else "unknown",
+            principal=tctx.principal,
             risk=tctx.risk,
             category=tctx.category,
-            checkpoint_id=ctx.checkpoint_id,
-            tainted=tctx.tainted,
-            taint_sources=tctx.taint_sources,
+            taint=(tctx.tainted, tctx.taint_sources),
         )
-        self.high = tctx.risk in HIGH_RISKS
+
+    @classmethod
+    def about(
+        cls,
+        ctx: NodeContext,
+        proposal: Proposal,
+        *,
+        tool: str,
+        agent: str,
+        principal: Principal | None,
+        taint: tuple[bool, tuple[str, ...]],
+        risk: str = "high",
+        category: str | None = None,
+    ) -> CallTrail:
+        """The trail of any proposal, also of one that names no tool of the agent or whose
+        arguments do not validate (its risk then is unclassified: high)."""
+        facts = CallFacts(
+            thread_id=ctx.thread_id,
+            call_id=proposal.call.id,
+            tool=tool,
+            args=dict(proposal.call.args),
+            agent=agent,
+            node=ctx.node,
+            action_id=f"{ctx.thread_id}:{proposal.dispatch_key}",
+            principal_id=principal.id if principal is not None else None,
+            principal_type=principal.type if principal is not None else "unknown",
+            risk=risk,  # type: ignore[arg-type]
+            category=category,
+            checkpoint_id=ctx.checkpoint_id,
+            tainted=taint[0],
+            taint_sources=taint[1],
+        )
+        return cls(ctx, proposal, facts)
 
     def _add(self, what: str, draft: Any) -> None:
         self.witness.add(f"{self.ctx.task_id}:{self.proposal.key(what)}", draft)
@@ -187,6 +221,12 @@ class CallTrail:
                 result=opaque(result),
             )
             self._add("ev-gap", draft)
+
+    def unrunnable(self, error: str) -> None:
+        """A proposal that cannot run at all (unknown tool, invalid arguments): its
+        proposal and its failure, so the trail holds every call the model proposed."""
+        self.proposed()
+        self.failed(error)
 
     def failed(self, error: str) -> None:
         draft = stages.failed(

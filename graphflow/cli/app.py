@@ -15,7 +15,7 @@ from typing import Any
 
 import click
 
-from graphflow.cli import answers, policy, running, threads
+from graphflow.cli import answers, evidence, policy, running, threads, worker
 from graphflow.cli.common import ERROR, NOT_FOUND, OK, USAGE, CliError, db_option, fail, one_line
 
 INTERRUPTED = 130
@@ -150,7 +150,9 @@ for _command in (
     *running.COMMANDS,
     *threads.COMMANDS,
     *answers.COMMANDS,
+    *evidence.COMMANDS,
     policy.policy,
+    *worker.COMMANDS,
 ):
     app.add_command(_command)
 

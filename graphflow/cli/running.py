@@ -167,7 +167,8 @@ def _ask() -> str:
 def demo_command(ctx: click.Context, interactive: bool, answer: str | None, db: str | None) -> None:
     """Run the approval demo on SQLite.
 
-    A workflow pauses in this process and is resumed by thread id in a new one."""
+    A refund pauses for finance, is approved by another process, resumed by a worker
+    process, then audited and verified."""
     if interactive and answer is not None:
         raise Usage("--interactive asks for the answer: give it or --answer, not both")
     from graphflow import demo

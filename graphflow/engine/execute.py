@@ -10,7 +10,7 @@ file); ``invoke(None)`` continues a failed thread from its last checkpoint.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from anyio.streams.memory import MemoryObjectSendStream
@@ -24,6 +24,7 @@ from graphflow.engine import lease, plan, start
 from graphflow.engine.committer import Committer
 from graphflow.engine.context import EngineFault
 from graphflow.engine.events import Emitter
+from graphflow.engine.outcomes import RunStopped
 from graphflow.engine.pauses import UNSET, principal_name
 from graphflow.engine.run import Run
 from graphflow.errors import (
@@ -54,11 +55,16 @@ async def execute(
     sink: MemoryObjectSendStream[Event] | None = None,
     mode: StreamMode = "values",
     evidence: EvidenceLog | None = None,
+    owner: str | None = None,
+    lease_ttl: float | None = None,
+    should_stop: Callable[[], bool] | None = None,
 ) -> RunResult:
     """Run the thread until its frontier is empty or it pauses (API.md, "Running").
 
     ``decisions`` must have been checked (``engine.answers.check_decisions``); ``sink``
-    receives the stream's events.
+    receives the stream's events. A worker passes the lease ``owner`` it claimed the thread
+    as (a fresh one otherwise), its ``lease_ttl`` (the graph's otherwise) and
+    ``should_stop``, asked between steps (``RunStopped`` when it says True).
     """
     if input is not None and (resume is not UNSET or decisions):
         raise InvalidArgumentError(
@@ -77,15 +83,18 @@ async def execute(
             check_resumable(spec)
             run = Run(spec, None, tid, committer=None, emitter=emitter, **options)
             return await _run(run, input, resume, checkpoint_id, None)
-        owner = new_owner()
-        committer = Committer(store, tid, owner, spec.lease_ttl)
+        owner = owner or new_owner()
+        ttl = spec.lease_ttl if lease_ttl is None else lease_ttl
+        committer = Committer(store, tid, owner, ttl)
         run = Run(spec, store, tid, committer=committer, emitter=emitter, **options)
+        if should_stop is not None:
+            run.should_stop = should_stop
         point = await _enter(run, committer, input, resume, checkpoint_id)
-        async with lease.held(store, tid, owner, spec.lease_ttl, lambda: committer.released):
+        async with lease.held(store, tid, owner, ttl, lambda: committer.released):
             try:
                 return await _run(run, input, resume, checkpoint_id, point)
-            except CorruptCheckpointError:
-                raise  # damage: write nothing more to the file
+            except (CorruptCheckpointError, RunStopped):
+                raise  # damage: write nothing more to the file; stopped: left running
             except Exception:
                 th = run.thread
                 running = th is not None and th.status == "running" and not committer.released
@@ -109,7 +118,7 @@ async def _enter(
         return None
     try:
         if checkpoint_id is None:
-            point = await store.resume_thread(tid, committer.owner, spec.lease_ttl)
+            point = await store.resume_thread(tid, committer.owner, committer.lease_ttl)
             if point is None:
                 raise ThreadNotFoundError(tid)
             run.thread = point.thread
@@ -118,7 +127,7 @@ async def _enter(
         if existing is None or existing.head is None:
             raise ThreadNotFoundError(tid)
         run.thread = await store.acquire_lease(
-            tid, committer.owner, spec.lease_ttl, graph_name=spec.name
+            tid, committer.owner, committer.lease_ttl, graph_name=spec.name
         )
         return None
     except LeaseHeldError as e:

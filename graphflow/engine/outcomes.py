@@ -87,3 +87,17 @@ def as_update(schema: StateSchema, writes: Sequence[tuple[str, Any]]) -> dict[st
         reducer = ch.reducer if ch is not None else None
         out[k] = reducer(out[k], v) if k in out and reducer is not None else v
     return out
+
+
+class RunStopped(Exception):
+    """A run ended between two steps because ``Run.should_stop`` said so: its last step is
+    committed and the thread is left ``running``, to be continued (``invoke(None)``)."""
+
+    def __init__(self, thread_id: str):
+        super().__init__(f"thread {thread_id!r}: the run stopped between steps, as asked")
+        self.thread_id = thread_id
+
+
+def never() -> bool:
+    """The default ``Run.should_stop``: never."""
+    return False

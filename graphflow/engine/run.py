@@ -20,7 +20,7 @@ is entered (the lease, reading the resumed step) is ``engine.execute``.
 from __future__ import annotations
 
 import inspect
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 import anyio.lowlevel
@@ -46,7 +46,7 @@ from graphflow.engine import plan, start, steps
 from graphflow.engine.committer import Committer
 from graphflow.engine.context import NodeContext
 from graphflow.engine.events import Emitter
-from graphflow.engine.outcomes import Writes
+from graphflow.engine.outcomes import RunStopped, Writes, never
 from graphflow.engine.pauses import pause_from_record, task_of
 from graphflow.engine.subgraph import child_inputs
 from graphflow.engine.tasks import TaskRunner
@@ -109,6 +109,9 @@ class Run:
             parent.witness if parent is not None else Witness(evidence, thread_id)
         )
         self._token: anyio.lowlevel.EventLoopToken | None = None
+        self.should_stop: Callable[[], bool] = never
+        """Asked between supersteps of the root run: True ends the run there
+        (``RunStopped``), its last step committed (a worker asked to stop)."""
 
     def task_runner(self) -> TaskRunner:
         """A runner of this namespace's tasks for one step. (Made per step, not kept: it
@@ -321,6 +324,8 @@ class Run:
                         await self.committer.commit(done, last=True)
                     th.status, th.pending_pause_ids = "done", ()
                 return self.done_result()
+            if count and self.parent is None and self.should_stop():
+                raise RunStopped(self.thread_id)  # between steps: the last one is committed
             count += 1
             if count > self.recursion_limit:
                 raise RecursionLimitError(

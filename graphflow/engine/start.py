@@ -181,7 +181,7 @@ async def take_answers(
     # nothing of the resumed step is durable, and a crash loses the call, not the thread.
     run.committer.hold_answers(found.answers)
     answered = await run.load_answers(stored)
-    if not any(p in answered or _deferred(pending[p]) for p in pending_ids):
+    if not any(p in answered or deferred(pending[p]) for p in pending_ids):
         # Nothing runs and nothing more is committed: the decisions' events are written now
         # (best effort: the decision records themselves are in the store).
         await witness.flush()
@@ -189,7 +189,7 @@ async def take_answers(
     return None
 
 
-def _deferred(pause: PauseRecord) -> bool:
+def deferred(pause: PauseRecord) -> bool:
     """Whether a pause waits on a deferred policy decision: such a call is evaluated again
     on every run of the thread, even one that answers nothing."""
     value = pause.value

@@ -28,6 +28,7 @@ from graphflow.engine import apply, plan
 from graphflow.engine.context import FreezeSignal, PauseSignal
 from graphflow.engine.outcomes import Outcome, StepTasks, as_update
 from graphflow.engine.pauses import PauseRequest, make_pause_id
+from graphflow.engine.start import deferred
 from graphflow.engine.witness import GATES, pause_event
 from graphflow.errors import GraphflowError, NodeError, ThreadFrozenError
 from graphflow.types import RunResult, Send
@@ -145,6 +146,9 @@ async def stop(
         batch = CommitBatch.stop(
             run.ns, thread, tasks=done.stop_records(), pauses=new_pauses, memos=outbox
         )
+        if thread is not None and status == "paused" and any(map(deferred, all_pauses)):
+            # A deferred call is evaluated again by a later run: a worker's, once due.
+            batch.runnable_at = created + run.spec.defer_retry
         await run.committer.commit(batch, last=True)
     if run.thread is not None:
         run.thread.status, run.thread.pending_pause_ids = status, pending

@@ -3,8 +3,10 @@
 ``freeze``/``unfreeze`` stop and restart a thread from outside (incident response).
 ``submit`` records answers durably without running anything (append only, no lease needed:
 the next run of the thread, in any process, applies them); the answers follow the same
-rules as ``invoke``'s (``engine.answers``). ``cancel`` takes the lease and commits a
-``cancelled`` head in one transaction. (``update_state`` is ``engine.update``.)
+rules as ``invoke``'s (``engine.answers``). Once every pending pause is answered, the same
+transaction marks the thread runnable (``Checkpointer.record_answers``) for a worker.
+``cancel`` takes the lease and commits a ``cancelled`` head in one transaction.
+(``update_state`` is ``engine.update``.)
 """
 
 from __future__ import annotations
@@ -26,7 +28,7 @@ from checkpoints.models import (
     new_checkpoint_id,
 )
 from graphflow.decisions import Decision
-from graphflow.engine import answers, lease
+from graphflow.engine import answers, lease, start
 from graphflow.engine.committer import Committer
 from graphflow.engine.history import carried_step
 from graphflow.engine.pauses import UNSET, principal_name
@@ -86,11 +88,23 @@ async def submit(
         p = by_id.get(a.pause_id)
         if p is not None and p.kind in GATES:
             witness.add(*resume_event(p, a.value, a.by))
-    await witness.require()
-    if found.decisions:
-        await store.put_decisions(found.decisions)
-    if found.answers:
-        await store.put_answers(found.answers)
+    if witness.enabled:  # (a graph without evidence records its answers all the same)
+        await witness.require()
+    # When every pending pause is answered now (a deferred call needs none: it is evaluated
+    # again by the run), the thread is marked runnable in the same transaction, unless it
+    # changed since it was read (a worker then finds it in the index at once).
+    answered = {a.pause_id for a in found.answers}
+    waiting = [p for p in records if p.id not in answered and not start.deferred(p)]
+    if waiting:
+        stored = await store.load_answers(th.thread_id, [p.id for p in waiting])
+        waiting = [p for p in waiting if p.id not in stored]
+    if found.decisions or found.answers:
+        await store.record_answers(
+            th.thread_id,
+            found.decisions,
+            found.answers,
+            runnable_if_updated_at=None if waiting or not found.answers else th.updated_at,
+        )
     return found.ignored
 
 
@@ -192,6 +206,21 @@ async def unfreeze(
             thread_id=thread_id, by=by or "system", reason=reason, checkpoint_id=ck
         ),
     )
+    if previous == "paused":  # freezing removed its runnable mark: answered, it is runnable
+        await _runnable_if_answered(store, th.thread_id)
+
+
+async def _runnable_if_answered(store: Checkpointer, thread_id: ThreadId) -> None:
+    """Mark a paused thread runnable when every pending pause (deferred ones aside) has an
+    answer, unless it changed since it was read."""
+    th = await store.get_thread(thread_id)
+    if th is None or th.status != "paused" or not th.pending_pause_ids:
+        return
+    records = await store.get_pauses(thread_id, list(th.pending_pause_ids))
+    waiting = [p.id for p in records if not start.deferred(p)]
+    stored = await store.load_answers(thread_id, waiting)
+    if all(p in stored for p in waiting):
+        await store.mark_runnable(thread_id, reason="answered", if_updated_at=th.updated_at)
 
 
 async def _head(store: Checkpointer, thread_id: str) -> tuple[ThreadRecord, CheckpointRecord]:

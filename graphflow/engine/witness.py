@@ -93,9 +93,7 @@ class Witness:
             EvidenceError: the log cannot be written; the events stay queued.
         """
         if self.log is None:
-            raise EvidenceError(
-                "this graph keeps no evidence (compile(evidence=False))", path=""
-            )
+            raise EvidenceError("this graph keeps no evidence (compile(evidence=False))", path="")
         if not await self.flush():
             assert self.failure is not None
             raise self.failure

@@ -225,9 +225,7 @@ class EvidenceLog:
         listed = list(drafts)
         return await self._run(lambda: self.append_many(listed))
 
-    async def aappend_once(
-        self, items: Iterable[tuple[str, EventDraft]]
-    ) -> list[EvidenceRecord]:
+    async def aappend_once(self, items: Iterable[tuple[str, EventDraft]]) -> list[EvidenceRecord]:
         """``append_once`` off the event loop."""
         listed = list(items)
         return await self._run(lambda: self.append_once(listed))

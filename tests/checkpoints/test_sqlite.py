@@ -597,7 +597,7 @@ async def test_newer_schema_version_is_refused(cp: SqliteCheckpointer, path: Pat
     "damage",
     [
         # The record of older versions (a legacy file) that does not count the migrations:
-        f"{LEGACY}; INSERT INTO _graphflow_meta VALUES ('schema_version', 3)",
+        f"{LEGACY}; INSERT INTO _graphflow_meta VALUES ('schema_version', 1)",
         f"{LEGACY}; INSERT INTO _graphflow_meta VALUES ('schema_version', 'two')",
         f"{LEGACY}",
         f"{LEGACY}; INSERT INTO _graphflow_meta VALUES ('schema_version', 2);"

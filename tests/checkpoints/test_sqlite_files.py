@@ -30,6 +30,7 @@ from checkpoints import (
 )
 from checkpoints.lease import new_owner
 from checkpoints.models import ThreadId
+from checkpoints.sqlite import migrations
 from checkpoints.testing import support as c
 
 T1 = c.T1
@@ -246,7 +247,8 @@ def test_a_read_only_store_of_an_older_version_is_read_with_its_old_record(
     filled(path)
     conn = sqlite3.connect(path, isolation_level=None)
     conn.execute("CREATE TABLE _graphflow_meta (key TEXT PRIMARY KEY, value)")
-    conn.execute("INSERT INTO _graphflow_meta VALUES ('schema_version', 2)")
+    version = migrations.SCHEMA_VERSION  # (the old record agrees with the ledger)
+    conn.execute("INSERT INTO _graphflow_meta VALUES ('schema_version', ?)", (version,))
     conn.close()
     path.chmod(0o444)
     before = path.read_bytes()

@@ -12,6 +12,29 @@ ROOT = pathlib.Path(__file__).resolve().parents[2]
 EXAMPLES = sorted((ROOT / "examples").glob("*.py"))
 
 EXPECTED = {
+    "audit_pauses.py": [
+        "invoice 1: ACME 9500",
+        "  an interrupt paused at the checkpoint of step -1, asked by graphflow",
+        "    Pay ACME 9500? (waiting for human input)",
+        "    answered: allow by maria",
+        "  a tool confirmation paused at the checkpoint of step 0, asked by ap-clerk",
+        "    run wire_funds {'vendor': 'ACME', 'amount': 9500}"
+        " (the agent requires confirmation of this tool)",
+        "    answered: allow by carol",
+        "  executed: wire_funds (call wire)",
+        "invoice 2: Globex 1200",
+        "  an interrupt paused at the checkpoint of step -1, asked by graphflow",
+        "    Pay Globex 1200? (waiting for human input)",
+        "    answered: allow by maria",
+        "  a tool confirmation paused at the checkpoint of step 0, asked by ap-clerk",
+        "    run wire_funds {'vendor': 'Globex', 'amount': 1200}"
+        " (the agent requires confirmation of this tool)",
+        "    answered: deny by carol (duplicate invoice)",
+        "  denied: wire_funds (call wire)",
+        "invoice 3: Initech 700, waiting at 1 pause(s)",
+        "  an interrupt paused at the checkpoint of step -1, asked by graphflow",
+        "    Pay Initech 700? (waiting for human input)",
+    ],
     "approval_policy.py": [
         "paused",
         "  refund: issue_refund {'order': 'A-1001', 'amount': 250} (escalate, needs finance)",
@@ -93,6 +116,17 @@ EXPECTED = {
         "ran: ['triage', 'cleanup.plan', 'delete_file cache/old.log', 'report']",
     ],
     "quickstart.py": ["paused [{'question': 'publish?'}]", "done ['drafted', 'review: yes']"],
+    "resume_job.py": [
+        "started 3 refund requests: paused, paused, paused",
+        "approved refund-1, denied refund-2; refund-3 waits",
+        "worker resumed 2 threads:",
+        "  refund-1: done (answered)",
+        "  refund-2: done (answered)",
+        "refund-1: Refunded.",
+        "refund-2: The refund was not issued.",
+        "refund-3: paused on issue_refund",
+        "refunds issued: ['A-1']",
+    ],
 }
 
 

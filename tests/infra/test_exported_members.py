@@ -70,6 +70,7 @@ EXPECTED = {
         "ThreadRecord",
         "ThreadUpdate",
     ],
+    "graphflow.worker": ["Worker", "WorkerResult"],
 }
 
 

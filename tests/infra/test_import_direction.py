@@ -176,3 +176,19 @@ def test_no_module_is_over_400_lines(package: str) -> None:
         if (n := len(p.read_text(encoding="utf-8").splitlines())) > 400
     }
     assert long == {}
+
+
+def test_the_worker_layer_is_imported_only_from_the_command_line() -> None:
+    """``graphflow.worker`` chooses what to run on top of the engine: only the CLI (and
+    nothing the engine or the compiled graph imports) depends on it, and importing it loads
+    neither the command line (click) nor networkx."""
+    files = {_module_name(p): p for p in _sources()}
+    modules = set(files)
+    users = sorted(m for m, p in files.items() if "graphflow.worker" in _all_imports(p, modules))
+    assert users == ["graphflow.cli.worker"]
+    code = (
+        "import sys, graphflow.worker; "
+        "print(sorted(m for m in ('click', 'networkx') if m in sys.modules))"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "[]"

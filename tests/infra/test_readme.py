@@ -27,7 +27,7 @@ def test_readme_example_runs(index: int, tmp_path: pathlib.Path) -> None:
     assert out.returncode == 0, out.stderr
 
 
-def test_the_demo_pauses_and_resumes_in_a_new_process(tmp_path: pathlib.Path) -> None:
+def test_the_demo_pauses_is_approved_and_resumed_by_a_worker(tmp_path: pathlib.Path) -> None:
     out = subprocess.run(
         [sys.executable, "-m", "graphflow.cli", "demo", "--db", str(tmp_path / "demo.db")],
         capture_output=True,
@@ -35,10 +35,10 @@ def test_the_demo_pauses_and_resumes_in_a_new_process(tmp_path: pathlib.Path) ->
         timeout=120,
     )
     assert out.returncode == 0, out.stderr
-    start, resume = (line for line in out.stdout.splitlines() if line.startswith("["))
-    assert "paused" in start and "done" in resume
-    assert start.split("pid ")[1].split("]")[0] != resume.split("pid ")[1].split("]")[0]
-    assert "paid refund of 120" in out.stdout
+    stages = [line.split("]")[0] for line in out.stdout.splitlines() if line.startswith("[")]
+    assert stages == ["[1 run", "[2 decide", "[3 worker", "[4 audit", "[5 verify"]
+    assert "is paused" in out.stdout and "ran: refund A-1001 120" in out.stdout
+    assert "hash chain intact" in out.stdout
 
 
 def test_the_agent_example_pauses_in_one_process_and_resumes_in_another(
@@ -76,3 +76,22 @@ def test_the_first_example_run_twice_prints_what_its_comments_say(tmp_path: path
         )  # fmt: skip
         assert out.returncode == 0, out.stderr
         assert out.stdout.splitlines() == expected
+
+
+def test_every_test_the_readme_names_exists() -> None:
+    """A guarantee's "the test that shows it" is a real file, and a real test in it."""
+    root = README.parent
+    text = README.read_text(encoding="utf-8")
+    named = re.findall(r"`((?:tests/)?[\w/]*test_\w+\.py)((?:::\w+)?)`", text)
+    named += [(f, t) for f, t in re.findall(r"`(test_\w+\.py)(::\w+)`", text)]
+    assert len(named) >= 10
+    for path, test in named:
+        found = [root / path] if path.startswith("tests/") else root.glob(f"tests/**/{path}")
+        matches = list(found)
+        assert matches and matches[0].is_file(), f"README names {path}, which does not exist"
+        if test:
+            source = matches[0].read_text(encoding="utf-8")
+            assert f"def {test[2:]}(" in source, f"README names {path}{test}, not in the file"
+    for test in re.findall(r"`::(test_\w+)`", text):
+        assert any(f"def {test}(" in p.read_text(encoding="utf-8")
+                   for p in root.glob("tests/**/test_*.py")), test  # fmt: skip

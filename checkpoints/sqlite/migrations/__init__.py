@@ -25,7 +25,7 @@ import sqlite3
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
-from checkpoints.sqlite.migrations import ledger, m0001_initial, m0002_checksums
+from checkpoints.sqlite.migrations import ledger, m0001_initial, m0002_checksums, m0003_runnable
 
 __all__ = ["MIGRATIONS", "SCHEMA_VERSION", "apply", "pending"]
 
@@ -37,6 +37,7 @@ Migration = tuple[str, Callable[["Database"], None]]
 MIGRATIONS: tuple[Migration, ...] = (
     (m0001_initial.NAME, m0001_initial.migrate),
     (m0002_checksums.NAME, m0002_checksums.migrate),
+    (m0003_runnable.NAME, m0003_runnable.migrate),
 )
 """Every migration, oldest first. Append only."""
 

@@ -8,7 +8,8 @@ same call id, as a real model may.
 
 Every tool appends a JSON line to a spy file when it runs (``O_APPEND``), so tests in one or
 several processes count executions. Run as a script, ``python _auth_flow.py DB SPY ACTION
-[JSON]``, it builds the same graph on the SQLite file ``DB`` and prints one JSON outcome.
+[JSON]``, it builds the same graph on the SQLite file ``DB`` and prints one JSON outcome
+(ACTION ``start``, ``submit``: record decisions only, or ``resume``).
 """
 
 from __future__ import annotations
@@ -196,6 +197,11 @@ def main() -> None:
     try:
         if action == "start":
             res = g.invoke(ask(extra["text"]), thread_id="t1", principal=extra.get("principal"))
+        elif action == "submit":  # record decisions only: nothing runs in this process
+            decisions = {k: Decision.coerce(v) for k, v in extra.get("decisions", {}).items()}
+            ignored = g.submit("t1", decisions=decisions, by=extra.get("by"))
+            print(json.dumps({"status": "submitted", "ignored": len(ignored)}))
+            return
         else:
             decisions = {k: Decision.coerce(v) for k, v in extra.get("decisions", {}).items()}
             res = g.invoke(None, thread_id="t1", decisions=decisions)

@@ -71,6 +71,50 @@ def test_a_bad_evidence_argument_is_refused(spy: Spy) -> None:
         build(MemoryCheckpointer(), spy, evidence="e.db")
 
 
+def test_proposals_that_cannot_run_are_in_the_trail(spy: Spy) -> None:
+    from graphflow.agents import ModelResponse, ScriptedModel, ToolCall
+
+    calls = [
+        ToolCall(id="c_unknown", name="format_disk", args={"disk": "/dev/sda"}),
+        ToolCall(id="c_bad", name="issue_refund", args={"order": "7"}),  # no amount
+    ]
+    model = ScriptedModel([ModelResponse(tool_calls=calls), "Sorry."])
+    g = build(MemoryCheckpointer(), spy, model=model)
+    assert g.invoke(ask("anything"), thread_id="t", principal="alice").status == "done"
+    assert spy.runs() == []
+    log = g.evidence
+    assert log is not None
+    events = [r.event for r in log.events("t")]
+    assert [(e["extensions"]["graphflow"]["call_id"], e["event_type"]) for e in events] == [
+        ("c_unknown", "agentic_action_attempted"),
+        ("c_unknown", "agentic_action_failed"),
+        ("c_bad", "agentic_action_attempted"),
+        ("c_bad", "agentic_action_failed"),
+    ]
+    assert "unknown tool 'format_disk'" in json.dumps(events[1])
+    assert "invalid arguments for issue_refund" in json.dumps(events[3])
+    assert [e.stage for e in g.audit("t")] == ["proposal", "result", "proposal", "result"]
+
+
+def test_without_evidence_submit_records_answers() -> None:
+    def ask_it(state: Answer) -> Answer:
+        return {"answer": str(interrupt("ship?"))}
+
+    b = StateGraph(Answer).add_node("ask_it", ask_it)
+    g = (
+        b.add_edge(START, "ask_it")
+        .add_edge("ask_it", END)
+        .compile(checkpointer=MemoryCheckpointer(), evidence=False)
+    )
+    assert g.invoke({}, thread_id="t").status == "paused"
+    g.submit("t", resume="yes", by="alice")
+    assert g.invoke(None, thread_id="t").state == {"answer": "yes"}
+    g.invoke({}, thread_id="u")  # and the thread operations that write evidence elsewhere
+    g.freeze("u", reason="incident", by="alice")
+    g.unfreeze("u", reason="resolved", by="alice")
+    g.cancel("u", reason="not needed")
+
+
 def test_without_evidence_a_high_risk_call_never_runs(spy: Spy) -> None:
     g = build(MemoryCheckpointer(), spy, evidence=False)
     assert g.evidence is None

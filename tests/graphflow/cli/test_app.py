@@ -41,7 +41,8 @@ def test_every_command_is_listed() -> None:
     names = {path for path, _ in COMMANDS}
     assert names == {f"graphflow{s}" for s in (
         "", " demo", " run", " resume", " draw", " threads", " show", " history", " pauses",
-        " approve", " deny", " answer", " cancel", " policy", " policy check",
+        " approve", " deny", " answer", " cancel", " policy", " policy check", " worker",
+        " audit", " verify", " freeze", " unfreeze",
     )}  # fmt: skip
 
 

@@ -64,24 +64,63 @@ def test_errors_of_a_command_are_one_line(
         assert "thread 't': a damaged record" in err
 
 
+def _demo(tmp_path: pathlib.Path, *args: str, stdin: str = "") -> list[str]:
+    proc = subprocess.run(
+        [sys.executable, "-m", "graphflow", "--db", "d.db", "demo", *args],
+        cwd=tmp_path, input=stdin, capture_output=True, text=True, timeout=180,
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stderr
+    return proc.stdout.splitlines()
+
+
+def _stages(lines: list[str]) -> list[str]:
+    return [line.split("]")[0] + "]" for line in lines if line.startswith("[")]
+
+
+def test_demo_pauses_is_approved_elsewhere_runs_once_and_verifies(tmp_path: pathlib.Path) -> None:
+    lines = _demo(tmp_path)
+    out = "\n".join(lines)
+    assert _stages(lines) == ["[1 run]", "[2 decide]", "[3 worker]", "[4 audit]", "[5 verify]"]
+    assert "refunds wants issue_refund {'order': 'A-1001', 'amount': 120}" in out
+    assert "rule refunds-need-finance: escalate, needs the role 'finance'" in out
+    assert "graphflow approve refund-" in out and "--by carol" in out
+    ran = [line.strip() for line in lines if line.strip().startswith("ran: ")]
+    assert [r.split(" (pid")[0] for r in ran] == [
+        "ran: refund A-1001 120",
+        "ran: email dana@customer.example",
+    ]
+    pids = {line.split("pid ")[1].rstrip(")") for line in ran}
+    run_pid = lines[0].split("pid ")[1].split(":")[0]
+    assert run_pid not in pids  # the calls ran in the worker's process, not the first one
+    assert "outcome: Refunded 120 on A-1001 and emailed the customer." in out
+    trail = [line.split()[1] for line in lines if line.startswith("      ") and
+             line.split()[0].isdigit()]  # fmt: skip
+    assert trail[:6] == ["proposal", "policy", "pause", "decision", "dispatch", "result"]
+    assert "hash chain intact" in out and "NOT APPLIED" not in out
+
+
+def test_demo_twice_in_one_directory(tmp_path: pathlib.Path) -> None:
+    first = _demo(tmp_path)
+    second = _demo(tmp_path)
+    for lines in (first, second):
+        assert sum("ran: refund A-1001 120" in line for line in lines) == 1
+    assert first[0].split("case ")[1] != second[0].split("case ")[1]  # a new thread each time
+    assert "hash chain intact" in second[-3]
+
+
+def test_demo_deny_runs_no_refund(tmp_path: pathlib.Path) -> None:
+    lines = _demo(tmp_path, "--answer", "deny")
+    out = "\n".join(lines)
+    assert "graphflow deny refund-" in out
+    assert not [line for line in lines if line.strip().startswith("ran: ")]
+    assert "outcome: No refund was issued" in out
+
+
 def test_demo_interactive_asks_once_the_run_paused(tmp_path: pathlib.Path) -> None:
-    proc = subprocess.run(
-        [sys.executable, "-m", "graphflow", "demo", "--interactive", "--db", "d.db"],
-        cwd=tmp_path, input="deny\n", capture_output=True, text=True, timeout=120,
-    )  # fmt: skip
-    assert proc.returncode == 0, proc.stderr
-    start, _, rest = proc.stdout.partition("Approve the refund? (approve/deny)")
-    assert "paused" in start and "pause " in start  # the pause is shown before the question
-    assert "human said 'deny'" in rest and "refused refund of 120" in rest
-
-
-def test_demo_answer(tmp_path: pathlib.Path) -> None:
-    proc = subprocess.run(
-        [sys.executable, "-m", "graphflow", "--db", "d.db", "demo", "--answer", "deny"],
-        cwd=tmp_path, capture_output=True, text=True, timeout=120,
-    )  # fmt: skip
-    assert proc.returncode == 0, proc.stderr
-    assert "refused refund of 120" in proc.stdout and (tmp_path / "d.db").exists()
+    out = "\n".join(_demo(tmp_path, "--interactive", stdin="deny\n"))
+    start, _, rest = out.partition("Approve the refund? (approve/deny)")
+    assert "[1 run]" in start and "issue_refund" in start and "[2 decide]" not in start
+    assert "graphflow deny refund-" in rest and "No refund was issued" in rest
 
 
 def test_demo_interactive_and_answer_together_is_a_usage_error(

@@ -70,3 +70,36 @@ def test_errors_in_subprocesses_are_one_line(cli: Cli) -> None:
     bad_graph = cli.sub("resume", "t1", "--graph", "nowhere:graph")
     assert bad_graph.code == 1 and bad_graph.stdout == ""
     assert bad_graph.error.startswith("graphflow: error: --graph 'nowhere:graph': no module")
+
+
+def test_the_approval_flow_through_the_cli_alone(cli: Cli) -> None:
+    """run pauses, pauses shows the call, approve records it, worker --once resumes it,
+    audit shows the trail, verify passes; a tampered log makes verify exit 3. Each command
+    is a new process."""
+    from .test_evidence import edit, evidence_path
+
+    run = cli.sub("run", "--graph", "flows:graph", "--thread", "t1", "--input", json.dumps(USER))
+    assert run.code == 0 and "thread t1: paused" in run.stdout
+    (pause,) = json.loads(cli.sub("pauses", "--json").stdout)
+    assert pause["request"]["function_call_id"] == CALL
+    assert cli.sub("approve", "t1", CALL, "--by", "alice").code == 0
+    assert json.loads(cli.sub("threads", "--json").stdout)[0]["status"] == "paused"
+
+    worked = cli.sub("worker", "--graph", "flows:graph", "--once", "--json")
+    assert worked.code == 0 and worked.stderr == ""
+    (result,) = json.loads(worked.stdout)
+    assert (result["thread_id"], result["status"]) == ("t1", "paused")  # at the review
+    assert cli.sub("worker", "--graph", "flows:graph", "--once", "--json").stdout.strip() == "[]"
+
+    trail = json.loads(cli.sub("audit", "t1", "--json").stdout)
+    stages = [e["stage"] for e in trail if e["call_id"] == CALL]
+    assert stages == ["proposal", "policy", "pause", "decision", "dispatch", "result"]
+    decision = next(e for e in trail if e["stage"] == "decision")
+    assert decision["actor"] == "alice" and decision["pause_id"] == pause["pause_id"]
+    assert decision["checkpoint_id"] == pause["checkpoint_id"]
+
+    verified = cli.sub("verify")
+    assert verified.code == 0, verified.stderr
+    edit(evidence_path(cli), 2)
+    tampered = cli.sub("verify")
+    assert tampered.code == 3 and "2" in tampered.stdout and tampered.stderr.count("\n") == 1

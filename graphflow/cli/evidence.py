@@ -1,0 +1,249 @@
+"""The evidence log from the shell: ``audit``, ``verify``, ``freeze`` and ``unfreeze``.
+
+- ``audit THREAD`` prints the thread's trail (``graph.audit``): one entry per evidence event,
+  with its checkpoint and pause ids. Its log (``--evidence``, else the one beside ``--db``)
+  must exist: exit 4 otherwise, and none is made.
+- ``verify`` recomputes the hash chain of an evidence file (by default the one beside
+  ``--db``: ``X.db`` -> ``X.evidence.db``) and exits 3 when anything does not hold, printing
+  each problem's seq, kind and detail. A file that does not exist is exit 4 and is not made.
+- ``freeze`` and ``unfreeze`` stop and restart a thread (incident response), recorded as
+  evidence, as ``cancel`` does, without the graph's code.
+"""
+
+from __future__ import annotations
+
+import os
+from typing import Any
+
+import click
+
+from graphflow.cli.common import (
+    VERIFY_FAILED,
+    CliError,
+    NotFound,
+    Usage,
+    database,
+    db_option,
+    existing_database,
+    graph_option,
+    json_option,
+    print_json,
+)
+
+_HEX = frozenset("0123456789abcdef")
+
+_evidence_option = click.option(
+    "--evidence",
+    "evidence_path",
+    metavar="PATH",
+    help="the evidence log file (default: the one beside --db, X.db -> X.evidence.db)",
+)
+
+
+def evidence_file(ctx: click.Context, db: str | None, given: str | None) -> str:
+    """The evidence log's path: ``given``, else the file beside the command's database."""
+    if given:
+        return given
+    path = database(ctx, db)
+    root, ext = os.path.splitext(path)
+    return root + ".evidence.db" if ext == ".db" else path + ".evidence.db"
+
+
+def existing_evidence(path: str) -> str:
+    """``path``, which must be an evidence file that exists (exit 4 otherwise; none is made)."""
+    if path == ":memory:":
+        raise Usage("--evidence ':memory:' names no file: give the path of an evidence log")
+    if not os.path.isfile(path):
+        raise NotFound(
+            f"evidence log {path!r} does not exist (nothing was created); pass --evidence "
+            "with the log's file, or --db with the database it sits beside"
+        )
+    return path
+
+
+def parse_head(text: str) -> Any:
+    """``--expect-head COUNT:HASH`` as an ``EvidenceHead``; a usage error otherwise."""
+    count, sep, digest = text.partition(":")
+    if not sep or not count.isdigit() or len(digest) != 64 or not _HEX.issuperset(digest):
+        raise Usage(
+            f"--expect-head {text!r} must be COUNT:HASH, a seq and 64 lowercase hex digits "
+            "(as `graphflow verify` prints the head)"
+        )
+    from graphflow.evidence import EvidenceHead
+
+    return EvidenceHead(int(count), digest)
+
+
+@click.command("audit")
+@click.argument("thread")
+@_evidence_option
+@graph_option(required=False)
+@json_option
+@db_option
+@click.pass_context
+def audit_command(
+    ctx: click.Context,
+    thread: str,
+    evidence_path: str | None,
+    graph_ref: str | None,
+    as_json: bool,
+    db: str | None,
+) -> None:
+    """Show a thread's evidence trail.
+
+    Every proposal, policy decision, pause, decision, dispatch and result, in order, each
+    with its checkpoint and pause ids; a decision that did not apply says why. Events the
+    thread kept while the log was not writable are written first."""
+    from graphflow.cli import load
+
+    path = existing_database(ctx, db)
+    ctx.meta["graphflow.db"] = path
+    log_path = existing_evidence(evidence_file(ctx, db, evidence_path))
+    graph = load.store_graph(path, graph_ref)
+    from graphflow.compiled import CompiledGraph
+    from graphflow.evidence import EvidenceLog
+
+    log = EvidenceLog(log_path)
+    ctx.call_on_close(log.close)
+    trail = CompiledGraph(graph.spec, graph.checkpointer, evidence=log).audit(thread)
+    if as_json:
+        from graphflow.cli.encode import encode
+
+        print_json(encode(trail))
+        return
+    if not trail:
+        click.echo(f"thread {thread} has no evidence events")
+        return
+    from graphflow.cli.render import table, when
+
+    def cell(value: str | None) -> str:
+        return value if value else "-"
+
+    rows = [
+        (
+            str(e.seq),
+            when(e.at),
+            e.stage,
+            cell(e.call_id),
+            cell(e.tool),
+            cell(e.actor),
+            cell(e.decision),
+            "yes" if e.applied else "NO",
+            cell(e.checkpoint_id),
+            cell(e.pause_id),
+            cell(e.detail),
+        )
+        for e in trail
+    ]
+    headers = ("SEQ", "AT", "STAGE", "CALL", "TOOL", "ACTOR", "DECISION", "APPLIED",
+               "CHECKPOINT", "PAUSE", "DETAIL")  # fmt: skip
+    for line in table(headers, rows):
+        click.echo(line)
+
+
+@click.command("verify")
+@_evidence_option
+@click.option(
+    "--expect-head",
+    "expect_head",
+    metavar="COUNT:HASH",
+    help="a head kept elsewhere (as verify prints it); a log cut short after it fails",
+)
+@json_option
+@db_option
+@click.pass_context
+def verify_command(
+    ctx: click.Context,
+    evidence_path: str | None,
+    expect_head: str | None,
+    as_json: bool,
+    db: str | None,
+) -> None:
+    """Verify an evidence log's hash chain (exit 3 on any problem).
+
+    Reports every modified, deleted, inserted, reordered or forked event, and (against
+    --expect-head) a truncated log, each with its seq."""
+    expected = parse_head(expect_head) if expect_head is not None else None
+    path = existing_evidence(evidence_file(ctx, db, evidence_path))
+    from graphflow.evidence import EvidenceLog
+
+    with EvidenceLog(path, validate=False) as log:
+        report = log.verify(expected_head=expected)
+    head = f"{report.head.count}:{report.head.hash}"
+    if as_json:
+        print_json({
+            "path": path,
+            "ok": report.ok,
+            "count": report.count,
+            "head": {"count": report.head.count, "hash": report.head.hash},
+            "problems": [{"seq": p.seq, "kind": p.kind, "detail": p.detail}
+                         for p in report.problems],
+        })  # fmt: skip
+    elif report.ok:
+        click.echo(f"ok: {report.count} events in {path}, head {head}")
+    else:
+        for p in report.problems:
+            click.echo(f"seq {p.seq}  {p.kind}  {p.detail}")
+    if not report.ok:
+        n = len(report.problems)
+        raise CliError(
+            f"evidence log {path!r} does not verify: {n} problem{'s' if n != 1 else ''} "
+            f"(first: seq {report.problems[0].seq} {report.problems[0].kind})",
+            VERIFY_FAILED,
+        )
+
+
+def _thread_operation(
+    ctx: click.Context, verb: str, thread: str, reason: str, by: str | None, as_json: bool
+) -> None:
+    """``freeze`` or ``unfreeze`` of ``thread`` on the command's store."""
+    if not reason.strip():
+        raise Usage("--reason must not be empty: the audit trail records why")
+    from graphflow.cli import load
+
+    path = existing_database(ctx, ctx.params.get("db"))
+    ctx.meta["graphflow.db"] = path
+    graph = load.store_graph(path, ctx.params.get("graph_ref"))
+    getattr(graph, verb)(thread, by=by, reason=reason)
+    if as_json:
+        status = "frozen" if verb == "freeze" else "unfrozen"
+        print_json({"thread_id": thread, "status": status, "reason": reason, "by": by})
+        return
+    click.echo(f"{'froze' if verb == 'freeze' else 'unfroze'} thread {thread}: {reason}")
+
+
+def _operation(verb: str, summary: str) -> click.Command:
+    @click.command(verb, help=summary)
+    @click.argument("thread")
+    @click.option("--reason", metavar="TEXT", required=True, help="why (recorded)")
+    @click.option("--by", metavar="ID", help="who acts (a principal id)")
+    @graph_option(required=False)
+    @json_option
+    @db_option
+    @click.pass_context
+    def command(
+        ctx: click.Context,
+        thread: str,
+        reason: str,
+        by: str | None,
+        graph_ref: str | None,
+        as_json: bool,
+        db: str | None,
+    ) -> None:
+        _thread_operation(ctx, verb, thread, reason, by, as_json)
+
+    return command
+
+
+freeze_command = _operation(
+    "freeze",
+    "Freeze a thread: no run starts and no decision applies until unfreeze.\n\n"
+    "For incident response; the reason and who froze it are recorded as evidence.",
+)
+unfreeze_command = _operation(
+    "unfreeze",
+    "Unfreeze a frozen thread: it is as it was before it froze.\n\n"
+    "The reason and who unfroze it are recorded as evidence.",
+)
+
+COMMANDS = (audit_command, verify_command, freeze_command, unfreeze_command)
