@@ -39,6 +39,16 @@ def anyio_backend() -> str:
     return "asyncio"
 
 
+@pytest.fixture(autouse=True, scope="session")
+def _evidence_schema_loaded() -> None:
+    """The validation the suite turns on (``GRAPHFLOW_EVIDENCE_VALIDATE``) reads the schema
+    files when a process's first log is made: a blocking read that the first async test to
+    compile a graph would make on its loop, whichever test runs first. Read it once here."""
+    from graphflow.evidence import EvidenceLog
+
+    EvidenceLog(":memory:")
+
+
 @pytest.fixture(autouse=True)
 def no_blocking_on_the_loop(request: pytest.FixtureRequest) -> Iterator[None]:
     """Fail an async test whose library code blocked the event loop's thread."""

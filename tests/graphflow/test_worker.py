@@ -27,19 +27,10 @@ from graphflow import END, START, CompiledGraph, InvalidArgumentError, StateGrap
 from graphflow.agents import Agent, AgentNode, Message, MessagesState, ModelResponse, ToolCall
 from graphflow.agents import tool as make_tool
 from graphflow.auth import Policy, Rule
-from graphflow.evidence import EvidenceLog
 from graphflow.reducers import append
 from graphflow.worker import Worker, WorkerResult
 
 pytestmark = pytest.mark.anyio
-
-
-@pytest.fixture(autouse=True, scope="module")
-def _evidence_schema_loaded() -> None:
-    """The evidence validator reads its schema files when the process's first log is made:
-    a blocking read the first async test's graph would make on the loop (not the worker's
-    doing, and done once per process)."""
-    EvidenceLog(":memory:")
 
 
 REMOTE = "some-other-host:4242:abc"  # never known dead: its lease must expire
