@@ -16,7 +16,7 @@ from typing import Any
 from anyio.streams.memory import MemoryObjectSendStream
 
 from checkpoints.base import Checkpointer
-from checkpoints.errors import CorruptCheckpointError, LeaseHeldError
+from checkpoints.errors import CorruptCheckpointError, LeaseHeldError, head_missing
 from checkpoints.lease import new_owner
 from checkpoints.models import CheckpointId, CheckpointRecord, ResumePoint, ThreadId
 from graphflow.decisions import Decision
@@ -150,11 +150,7 @@ async def _run(
         elif ck_id is not None:
             head = await store.get_checkpoint(run.thread_id, "", CheckpointId(ck_id))
             if head is None and checkpoint_id is None:
-                raise CorruptCheckpointError(
-                    f"thread {run.thread_id!r}: head checkpoint {ck_id!r} is missing",
-                    thread_id=run.thread_id,
-                    checkpoint_id=ck_id,
-                )
+                raise head_missing(run.thread_id, ck_id)
             if head is None:
                 raise InvalidArgumentError(f"thread {run.thread_id!r} has no checkpoint {ck_id!r}")
             await run.load_values(head)

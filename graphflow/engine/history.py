@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from checkpoints.base import Checkpointer
-from checkpoints.errors import CorruptCheckpointError
+from checkpoints.errors import CorruptCheckpointError, head_missing
 from checkpoints.models import (
     AnswerRecord,
     CheckpointId,
@@ -101,11 +101,7 @@ async def get_state(
             return None
         ck = await store.get_checkpoint(th.thread_id, "", CheckpointId(checkpoint_id or th.head))
         if ck is None and checkpoint_id is None:
-            raise CorruptCheckpointError(
-                f"thread {thread_id!r}: head checkpoint {th.head!r} is missing",
-                thread_id=thread_id,
-                checkpoint_id=th.head,
-            )
+            raise head_missing(thread_id, th.head)
         if ck is None:
             raise InvalidArgumentError(f"thread {thread_id!r} has no checkpoint {checkpoint_id!r}")
         reads, _ = await read_shared(store, th, history=ck.id != th.head)

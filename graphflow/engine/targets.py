@@ -6,7 +6,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from checkpoints.base import Checkpointer
-from checkpoints.errors import CorruptCheckpointError
+from checkpoints.errors import CorruptCheckpointError, head_missing
 from checkpoints.models import CheckpointId, CheckpointRecord, TaskSpec, ThreadRecord
 from graphflow.engine import plan
 from graphflow.errors import InvalidArgumentError
@@ -39,11 +39,7 @@ async def locate(
     tid = th.thread_id
     head = await store.get_checkpoint(tid, "", th.head)
     if head is None:
-        raise CorruptCheckpointError(
-            f"thread {tid!r}: head checkpoint {th.head!r} is missing",
-            thread_id=tid,
-            checkpoint_id=th.head,
-        )
+        raise head_missing(tid, th.head)
     if checkpoint_id is None or checkpoint_id == head.id:
         return Target(spec, "", head, True)
     ck = await store.get_checkpoint(tid, "", CheckpointId(checkpoint_id))

@@ -17,7 +17,7 @@ from typing import Any
 
 from checkpoints.base import Checkpointer
 from checkpoints.batch import CommitBatch, ThreadUpdate
-from checkpoints.errors import CorruptCheckpointError, LeaseHeldError
+from checkpoints.errors import LeaseHeldError, head_missing
 from checkpoints.lease import new_owner
 from checkpoints.models import (
     CheckpointRecord,
@@ -229,11 +229,7 @@ async def _head(store: Checkpointer, thread_id: str) -> tuple[ThreadRecord, Chec
         raise ThreadNotFoundError(thread_id)
     head = await store.get_checkpoint(th.thread_id, "", th.head)
     if head is None:
-        raise CorruptCheckpointError(
-            f"thread {thread_id!r}: head checkpoint {th.head!r} is missing",
-            thread_id=thread_id,
-            checkpoint_id=th.head,
-        )
+        raise head_missing(thread_id, th.head)
     return th, head
 
 
