@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -30,6 +30,7 @@ from checkpoints.models import (
     to_datetime,
 )
 from graphflow.engine import plan
+from graphflow.engine.outcomes import as_update
 from graphflow.engine.pauses import pause_from_record
 from graphflow.errors import InvalidArgumentError
 from graphflow.spec import GraphSpec
@@ -175,7 +176,7 @@ async def snapshot(
         if child is not None:  # its step completed (a later checkpoint applied it)
             status = "completed"
             if rec is not None and rec.writes is not None:
-                result = _result(spec.schema, rec.writes)
+                result = as_update(spec.schema, rec.writes)
             elif len(ck.frontier) == 1:
                 after = await _values(store, reads, child)
                 result = _derived(spec.schema, vals, ck, after, child)
@@ -184,7 +185,7 @@ async def snapshot(
         elif rec is not None:
             status = "pending" if rec.status == "paused" else rec.status
             if rec.status == "completed" and rec.writes is not None:
-                result = _result(spec.schema, rec.writes)
+                result = as_update(spec.schema, rec.writes)
         else:
             status = "pending"
         attempts = rec.attempts if rec else (0 if status == "pending" else 1)
@@ -271,16 +272,6 @@ def _public_pause(rec: PauseRecord, reads: Reads) -> Pause:
         answered_at=to_datetime(ans.created_at),
         answer_reason=ans.reason,
     )
-
-
-def _result(schema: StateSchema, writes: Sequence[tuple[str, Any]]) -> dict[str, Any]:
-    """A task's writes as one update (a subgraph's repeated keys through the reducer)."""
-    out: dict[str, Any] = {}
-    for k, v in writes:
-        ch = schema.channels.get(k)
-        reducer = ch.reducer if ch is not None else None
-        out[k] = reducer(out[k], v) if k in out and reducer is not None else v
-    return out
 
 
 def _derived(
