@@ -23,7 +23,6 @@ from checkpoints.models import (
 from graphflow.engine import answers, plan
 from graphflow.engine.apply import apply_writes, set_write, user_values
 from graphflow.engine.pauses import UNSET
-from graphflow.engine.witness import GATES, decision_event, resume_event
 from graphflow.errors import NothingToResumeError
 from graphflow.types import START, RunResult
 
@@ -170,13 +169,7 @@ async def take_answers(
     )
     run.ignored = found.ignored
     await run.committer.decisions(found.decisions)
-    witness = run.witness
-    for d in found.decisions:
-        witness.add(*decision_event(d, pending.get(d.pause_id) if d.pause_id else None))
-    for a in found.answers:
-        p = pending.get(a.pause_id)
-        if p is not None and p.kind in GATES:
-            witness.add(*resume_event(p, a.value, a.by))
+    run.witness.add_answers(found.decisions, found.answers, pending)
     # The answers are written with the run's first commit (one fsync fewer): until then
     # nothing of the resumed step is durable, and a crash loses the call, not the thread.
     run.committer.hold_answers(found.answers)
@@ -184,7 +177,7 @@ async def take_answers(
     if not any(p in answered or deferred(pending[p]) for p in pending_ids):
         # Nothing runs and nothing more is committed: the decisions' events are written now
         # (best effort: the decision records themselves are in the store).
-        await witness.flush()
+        await run.witness.flush()
         return run.paused_result([pending[p] for p in pending_ids if p in pending])
     return None
 

@@ -32,7 +32,7 @@ from graphflow.engine import answers, lease, start
 from graphflow.engine.committer import Committer
 from graphflow.engine.history import carried_step
 from graphflow.engine.pauses import UNSET, principal_name
-from graphflow.engine.witness import GATES, Witness, decision_event, resume_event
+from graphflow.engine.witness import Witness
 from graphflow.errors import (
     InvalidArgumentError,
     NothingToResumeError,
@@ -81,13 +81,7 @@ async def submit(
         thread_id, records, resume=resume, decisions=decisions, by=by, reason=reason
     )
     witness = Witness(evidence, thread_id)
-    by_id = {p.id: p for p in records}
-    for d in found.decisions:
-        witness.add(*decision_event(d, by_id.get(d.pause_id) if d.pause_id else None))
-    for a in found.answers:
-        p = by_id.get(a.pause_id)
-        if p is not None and p.kind in GATES:
-            witness.add(*resume_event(p, a.value, a.by))
+    witness.add_answers(found.decisions, found.answers, {p.id: p for p in records})
     if witness.enabled:  # (a graph without evidence records its answers all the same)
         await witness.require()
     # When every pending pause is answered now (a deferred call needs none: it is evaluated

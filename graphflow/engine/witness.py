@@ -17,15 +17,17 @@ When events are written:
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from datetime import UTC, datetime
 from typing import Any
 
 from checkpoints import serde
 from checkpoints.models import (
+    AnswerRecord,
     CheckpointId,
     DecisionRecord,
     MemoRecord,
+    PauseId,
     PauseRecord,
     TaskId,
     ThreadId,
@@ -97,6 +99,22 @@ class Witness:
         if not await self.flush():
             assert self.failure is not None
             raise self.failure
+
+    def add_answers(
+        self,
+        decisions: Sequence[DecisionRecord],
+        answers: Sequence[AnswerRecord],
+        pauses: Mapping[PauseId, PauseRecord],
+    ) -> None:
+        """Queue the events of answers taken (by a run or ``submit``): one per decision,
+        applied or not, and one per answer of an interrupt or gate (``pauses``: the pending
+        pauses by id)."""
+        for d in decisions:
+            self.add(*decision_event(d, pauses.get(d.pause_id) if d.pause_id else None))
+        for a in answers:
+            p = pauses.get(a.pause_id)
+            if p is not None and p.kind in GATES:
+                self.add(*resume_event(p, a.value, a.by))
 
     # -- the outbox ---------------------------------------------------------------------------
     def outbox(self, checkpoint_id: CheckpointId) -> list[MemoRecord]:
