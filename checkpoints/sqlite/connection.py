@@ -73,7 +73,7 @@ class Connection:
         """The open connection (None until the first call, and after ``close``)."""
         self.lock = threading.Lock()
         """Held by every call: one at a time, whichever thread or event loop makes it."""
-        self._limiter = anyio.CapacityLimiter(1)
+        self._limiter: anyio.CapacityLimiter | None = None  # (made on the first thread hop)
 
     # -- opening ---------------------------------------------------------------------------
     def open(self) -> sqlite3.Connection:
@@ -165,7 +165,7 @@ class Connection:
         if inline_io.get():  # a private event loop, as in run
             close()
             return
-        await anyio.to_thread.run_sync(close, limiter=self._limiter)
+        await anyio.to_thread.run_sync(close, limiter=self.limiter())
 
     # -- calls -----------------------------------------------------------------------------
     def call(self, thread_id: str | None, fn: Callable[[sqlite3.Connection], T]) -> T:
@@ -187,7 +187,15 @@ class Connection:
         if inline_io.get():
             # A private event loop (graphflow's sync API): a thread hop would only add latency.
             return self.call(thread_id, fn)
-        return await anyio.to_thread.run_sync(self.call, thread_id, fn, limiter=self._limiter)
+        return await anyio.to_thread.run_sync(self.call, thread_id, fn, limiter=self.limiter())
+
+    def limiter(self) -> anyio.CapacityLimiter:
+        """The limiter of this store's thread hops: one call at a time. Made on the first hop,
+        not in ``__init__``: made on an event loop, it imports anyio's asyncio backend, which
+        a store used from the sync API never needs."""
+        if self._limiter is None:
+            self._limiter = anyio.CapacityLimiter(1)
+        return self._limiter
 
     def typed(self, e: sqlite3.DatabaseError, thread_id: str | None) -> Exception:
         """The ``CheckpointError`` that an SQLite error stands for (``e`` itself if none)."""

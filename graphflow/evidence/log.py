@@ -94,7 +94,7 @@ class EvidenceLog:
             from graphflow.evidence import validation
 
             validation.event_errors({})  # raises now when the packages are missing
-        self._limiter = anyio.CapacityLimiter(1)
+        self._limiter: anyio.CapacityLimiter | None = None  # made on the first thread hop
         self._store = EvidenceStore(self.path, busy_timeout=busy_timeout)
         if not _on_event_loop():  # on an event loop's thread, the first call opens it
             self._store.open()
@@ -239,6 +239,10 @@ class EvidenceLog:
     async def _run(self, fn: Callable[[], T]) -> T:
         if inline_io.get():
             return fn()
+        if self._limiter is None:
+            # Made here, not in __init__: making one on an event loop imports anyio's asyncio
+            # backend (W4: a resume in a new process, on the sync API, never needs it).
+            self._limiter = anyio.CapacityLimiter(1)
         return await anyio.to_thread.run_sync(fn, limiter=self._limiter)
 
     # -- reading (graphflow.evidence.reading) ---------------------------------------------
