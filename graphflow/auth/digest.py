@@ -18,6 +18,7 @@ import rfc8785
 
 from graphflow.decisions import _canonical
 from graphflow.errors import InvalidArgumentError
+from graphflow.jcs import dumps as jcs_dumps
 
 if TYPE_CHECKING:
     from graphflow.agents.tools import Tool
@@ -36,7 +37,7 @@ def canonical_json(value: Any) -> bytes:
     """
     plain = _canonical(value)
     try:
-        return rfc8785.dumps(plain)
+        return jcs_dumps(plain)
     except rfc8785.IntegerDomainError:
         return rfc8785.dumps(_big_ints_as_text(plain))
 

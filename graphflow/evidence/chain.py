@@ -22,9 +22,8 @@ import hashlib
 from dataclasses import dataclass
 from typing import Any, NamedTuple
 
-import rfc8785
-
 from graphflow.errors import InvalidArgumentError
+from graphflow.jcs import dumps as jcs_dumps
 
 GENESIS = "0" * 64
 """The ``prev_hash`` of the first event, and the ``hash`` of an empty log's head."""
@@ -34,7 +33,7 @@ _HEX = frozenset("0123456789abcdef")
 
 def canonical_bytes(event: dict[str, Any]) -> bytes:
     """The bytes hashed for ``event`` (a prepared event: JSON values only)."""
-    return rfc8785.dumps(without_hash_fields(event))
+    return jcs_dumps(without_hash_fields(event))
 
 
 def without_hash_fields(event: dict[str, Any]) -> dict[str, Any]:

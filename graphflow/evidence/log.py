@@ -21,7 +21,6 @@ from typing import Any, TypeVar
 
 import anyio
 import anyio.to_thread
-import rfc8785
 import sniffio
 
 from checkpoints.blocking import inline_io
@@ -40,6 +39,7 @@ from graphflow.evidence.store import (
     last_row,
 )
 from graphflow.evidence.verification import VerifyReport
+from graphflow.jcs import dumps as jcs_dumps
 
 T = TypeVar("T")
 
@@ -190,7 +190,7 @@ class EvidenceLog:
             event["timestamp"] = now()
             graphflow = event["extensions"]["graphflow"]
             graphflow["seq"] = seq
-            body = rfc8785.dumps(event)
+            body = jcs_dumps(event)
             digest = chain_hash(prev, seq, body)
             full = with_hashes(event, prev, digest)
             if self.validate:
