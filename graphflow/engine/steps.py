@@ -136,9 +136,10 @@ async def stop(
     frozen = [o for o in failed if o.status == "frozen"]
     status: ThreadStatus = "frozen" if frozen else "failed" if failed else "paused"
     witness = run.witness
-    for p in new_pauses:
-        if p.kind in GATES:
-            witness.add(*pause_event(p))
+    if witness.enabled:  # (no event drafted for a graph that keeps none)
+        for p in new_pauses:
+            if p.kind in GATES:
+                witness.add(*pause_event(p))
     await witness.flush()
     if run.committer is not None:
         thread = None if run.parent else ThreadUpdate(status, pending, run.spec.name)
@@ -215,8 +216,9 @@ async def advance(
     run.hidden = nxt.hidden
     gates = _after_gates(run, nxt.record, gated) if gated else []
     witness = run.witness
-    for p in gates:
-        witness.add(*pause_event(p))
+    if witness.enabled:
+        for p in gates:
+            witness.add(*pause_event(p))
     outbox = []
     if witness.pending or witness.outbox_at is not None:
         await witness.flush()

@@ -109,6 +109,8 @@ class Witness:
         """Queue the events of answers taken (by a run or ``submit``): one per decision,
         applied or not, and one per answer of an interrupt or gate (``pauses``: the pending
         pauses by id)."""
+        if self.log is None:
+            return
         for d in decisions:
             self.add(*decision_event(d, pauses.get(d.pause_id) if d.pause_id else None))
         for a in answers:
