@@ -22,9 +22,13 @@ from checkpoints.models import (
     ThreadRecord,
 )
 from checkpoints.sqlite.rows import checks, steps, threads
-from checkpoints.sqlite.txn import read_txn
 
 THREAD = f"SELECT {threads.THREAD_COLS} FROM gf_threads WHERE thread_id = ?"
+THREAD_PROBE = (
+    "SELECT EXISTS (SELECT 1 FROM gf_threads WHERE thread_id = ?1),"
+    " EXISTS (SELECT 1 FROM gf_checkpoints WHERE thread_id = ?1)"
+)
+"""Whether a thread's row and any of its checkpoints exist, on one snapshot."""
 INFO = f"SELECT {threads.INFO_COLS} FROM gf_threads"
 INFO_OF_STATUS = (  # every column from the threads_by_status index: no row is looked up
     f"SELECT {threads.INFO_COLS} FROM gf_threads WHERE status = ?"
@@ -271,13 +275,14 @@ def get_thread(conn: sqlite3.Connection, thread_id: str) -> ThreadRecord | None:
     row = thread_row(conn, thread_id)
     if row is not None:
         return threads.thread(thread_id, row)
-    with read_txn(conn):  # one snapshot for the look and the probe
+    # A miss is checked on one snapshot: one statement (no transaction to open and end, on
+    # every new thread's first run: W5) looks for the row again and probes the checkpoints.
+    exists, has_checkpoints = conn.execute(THREAD_PROBE, (thread_id,)).fetchone()
+    if exists:  # made since the first look
         row = thread_row(conn, thread_id)
-        if row is not None:
-            return threads.thread(thread_id, row)
-        missing = thread_is_missing(conn, thread_id)
-    if missing is not None:
-        raise missing
+        return threads.thread(thread_id, row) if row is not None else None
+    if has_checkpoints:
+        raise checks.damaged(thread_id, None, "thread row", "missing, its checkpoints are not")
     return None
 
 

@@ -1414,3 +1414,19 @@ async def test_the_wal_is_looked_at_where_sqlite_keeps_it(
         "PRAGMA synchronous=OFF", "PRAGMA synchronous=FULL", "PRAGMA synchronous=NORMAL"
     ]  # fmt: skip
     await cp.close()
+
+
+@pytest.mark.anyio
+async def test_a_thread_row_deleted_from_under_its_checkpoints_is_damage(
+    cp: SqliteCheckpointer, path: Path
+) -> None:
+    """A thread that has checkpoints but no row was damaged (its row deleted or its key
+    changed): ``get_thread`` says so instead of calling the thread new; a thread that has
+    neither is new (None)."""
+    await fill(cp, 2)
+    await cp.close()
+    await raw(path, "DELETE FROM gf_threads WHERE thread_id = ?", (T1,))
+    with pytest.raises(CorruptCheckpointError, match=r"thread row.*missing") as e:
+        await cp.get_thread(T1)
+    assert e.value.thread_id == T1
+    assert await cp.get_thread(ThreadId("never-made")) is None
