@@ -17,6 +17,8 @@ report as it goes, and ends with one table of every figure: ``DIR/results.json``
 - ``w7_approval``: W7, an approval flow across processes, graphflow with evidence on and off
   vs LangGraph (skipped, with a note in the table, when LangGraph is not installed:
   ``pip install -e '.[bench]'``);
+- ``w1_durability``: W1 (a chain of 50 steps) with ``durability="fsync"`` and ``"process"``
+  vs a raw SQLite store at ``synchronous=NORMAL`` and ``FULL`` (paired ratios);
 - ``w8_worker``: W8, 1,000 answered threads resumed by one worker process at concurrency 1,
   8 and 32 vs LangGraph's loop of ``Command(resume=...)``.
 
@@ -52,6 +54,7 @@ BENCHMARKS: dict[str, tuple[list[str], list[str]]] = {
     "evidence_verify": ([], ["--appends", "100"]),
     "w7_approval": ([], ["--reps", "3"]),
     "w8_worker": ([], ["--threads", "100", "--reps", "1"]),
+    "w1_durability": ([], ["--reps", "3"]),
 }
 
 

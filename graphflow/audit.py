@@ -54,7 +54,10 @@ def resolve_log(
     log = _DEFAULTS.get(key)
     if log is None:
         path = getattr(store, "path", None) if store is not None else None
-        log = EvidenceLog.beside(path) if isinstance(path, str) else EvidenceLog(":memory:")
+        if isinstance(path, str):  # (a store's durability is the log's too)
+            log = EvidenceLog.beside(path, durability=getattr(store, "durability", "fsync"))
+        else:
+            log = EvidenceLog(":memory:")
         _DEFAULTS[key] = log
     return log
 

@@ -25,11 +25,28 @@ import os
 import sqlite3
 from collections.abc import Callable, Iterator
 from contextlib import AbstractContextManager
+from typing import Literal
 
 from checkpoints.sqlite import wal
 from checkpoints.sqlite.txn import Txn
 
 SYNC_LEVELS = ("OFF", "NORMAL", "FULL", "EXTRA")
+
+DurabilityLevel = Literal["fsync", "process"]
+"""What a commit survives once it returns: a power loss (``fsync``), or a crash of the
+process only (``process``; see ``SqliteCheckpointer``)."""
+SYNC_OF: dict[str, str] = {"fsync": "FULL", "process": "NORMAL"}
+"""The ``synchronous`` level of each durability (WAL mode)."""
+
+
+def check_durability(durability: object) -> DurabilityLevel:
+    """``durability`` itself, when it is one of the levels; else a ``ValueError`` naming them."""
+    if durability not in SYNC_OF:
+        raise ValueError(
+            f"durability must be 'fsync' (survives a power loss) or 'process' (survives a "
+            f"crash of the process only), not {durability!r}"
+        )
+    return durability  # type: ignore[return-value]
 
 RELAXED_MAX_BYTES = 1 << 20
 """An input commit larger than this (in serialized values) is never run at ``OFF``: at

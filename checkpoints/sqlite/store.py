@@ -42,7 +42,7 @@ from checkpoints.models import (
 from checkpoints.serde import dumps
 from checkpoints.sqlite import commit, reads, reads_records, writes
 from checkpoints.sqlite.connection import Connection
-from checkpoints.sqlite.durability import Durability
+from checkpoints.sqlite.durability import SYNC_OF, Durability, DurabilityLevel, check_durability
 from checkpoints.sqlite.rows import records
 from checkpoints.sqlite.runnable import SqliteRunnable
 from checkpoints.sqlite.txn import Txn, read_txn
@@ -64,8 +64,16 @@ class SqliteCheckpointer(SqliteRunnable):
     Args:
         path: the database file; it and its tables are created when missing.
         busy_timeout: seconds to wait for another process's write transaction to end.
-        synchronous: SQLite's ``synchronous`` pragma; ``FULL`` (default) fsyncs every commit.
-            ``NORMAL`` is faster but a power loss may drop the last commits.
+        durability: ``"fsync"`` (default): a commit returns once it is on disk, so it
+            survives a crash of the process and of the machine (a power loss).
+            ``"process"``: a commit returns once it is in the operating system's hands
+            (SQLite's WAL at ``synchronous=NORMAL``, no fsync): it survives ``kill -9`` and
+            any crash of the process, but a power loss or kernel crash may drop the last
+            commits (the file stays consistent: a run resumes from an earlier step, and
+            its nodes since then run again). Several times cheaper per step (benchmark
+            ``w1_durability``). The evidence log kept beside the store follows it.
+        synchronous: SQLite's ``synchronous`` pragma, for experts; by default ``FULL`` for
+            ``durability="fsync"`` and ``NORMAL`` for ``"process"``.
         tuned_sync: relax the commits nothing durable depends on yet and keep room in the WAL
             (see ``checkpoints.sqlite.durability``); False: every write waits for its sync
             at ``synchronous`` (the baseline to measure the tuning against).
@@ -76,11 +84,15 @@ class SqliteCheckpointer(SqliteRunnable):
         path: str | os.PathLike[str],
         *,
         busy_timeout: float = 5.0,
-        synchronous: str = "FULL",
+        durability: DurabilityLevel = "fsync",
+        synchronous: str | None = None,
         tuned_sync: bool = True,
     ) -> None:
         self.path = os.fspath(path)
         self.busy_timeout = busy_timeout
+        self.durability: DurabilityLevel = check_durability(durability)
+        if synchronous is None:
+            synchronous = SYNC_OF[durability]
         self._durability = Durability(self.path, synchronous, tuned=tuned_sync)
         self.synchronous = self._durability.synchronous
         self._db = Connection(self.path, busy_timeout, self._durability)

@@ -66,6 +66,10 @@ class EvidenceLog:
             ``":memory:"`` for a log that lives as long as this object.
         redact_keys: keys whose values are stored as digests (``graphflow.evidence.redact``).
         busy_timeout: seconds to wait for another process's append.
+        durability: ``"fsync"`` (default): an append returns once it is on disk (it survives
+            a power loss); ``"process"``: once the operating system has it (it survives a
+            crash of the process, not a power loss; as ``SqliteCheckpointer``'s, which a log
+            made beside a store follows).
         validate: validate every event against the AAEF schema before writing it (needs the
             ``validate`` extra); None (default): when the environment variable
             ``GRAPHFLOW_EVIDENCE_VALIDATE`` is ``1``.
@@ -81,6 +85,7 @@ class EvidenceLog:
         redact_keys: Sequence[str] = DEFAULT_REDACT_KEYS,
         *,
         busy_timeout: float = 10.0,
+        durability: str = "fsync",
         validate: bool | None = None,
     ) -> None:
         self.path = os.fspath(path)
@@ -95,7 +100,14 @@ class EvidenceLog:
 
             validation.event_errors({})  # raises now when the packages are missing
         self._limiter: anyio.CapacityLimiter | None = None  # made on the first thread hop
-        self._store = EvidenceStore(self.path, busy_timeout=busy_timeout)
+        if durability not in ("fsync", "process"):
+            raise InvalidArgumentError(
+                f"EvidenceLog durability must be 'fsync' or 'process', not {durability!r}"
+            )
+        self.durability = durability
+        self._store = EvidenceStore(
+            self.path, busy_timeout=busy_timeout, fsync=durability == "fsync"
+        )
         if not _on_event_loop():  # on an event loop's thread, the first call opens it
             self._store.open()
 

@@ -7,7 +7,8 @@ Decisions behind it:
 - **One chain for many processes.** A write runs under ``BEGIN IMMEDIATE`` (SQLite's write
   lock, waited for up to ``busy_timeout``). ``seq`` is the primary key and ``prev_hash`` is
   unique, so two writers that raced could not both commit. WAL with ``synchronous=FULL``: a
-  write is durable when it commits.
+  write is durable when it commits (``fsync=False``: ``NORMAL``, durable against a crash of
+  the process, not a power loss: ``EvidenceLog(durability="process")``).
 - **Append-only**: triggers refuse ``UPDATE`` and ``DELETE``. That guards against mistakes;
   whoever can write the file can drop them, and ``verify`` is what detects a change.
 - **Failure is typed**: an error of SQLite or of the file system becomes ``EvidenceError``
@@ -155,10 +156,12 @@ class EvidenceStore:
         path: the SQLite file (created when missing; its directory must exist), or
             ``":memory:"``.
         busy_timeout: seconds to wait for another process's write.
+        fsync: every write waits for its fsync (else for the operating system only).
     """
 
-    def __init__(self, path: str, *, busy_timeout: float) -> None:
+    def __init__(self, path: str, *, busy_timeout: float, fsync: bool = True) -> None:
         self.path = path
+        self.synchronous = "FULL" if fsync else "NORMAL"
         self.busy_timeout = busy_timeout
         self._lock = threading.Lock()
         self._conn: sqlite3.Connection | None = None
@@ -290,7 +293,7 @@ class EvidenceStore:
         try:
             if self.path != MEMORY:
                 conn.execute("PRAGMA journal_mode=WAL")
-            conn.execute("PRAGMA synchronous=FULL")
+            conn.execute(f"PRAGMA synchronous={self.synchronous}")
             self._setup(conn)
         except EvidenceError:
             conn.close()

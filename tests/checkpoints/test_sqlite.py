@@ -10,7 +10,7 @@ import sys
 import time
 from collections.abc import AsyncIterator, Callable
 from pathlib import Path
-from typing import Any
+from typing import Any, TypedDict
 
 import anyio
 import pytest
@@ -1430,3 +1430,38 @@ async def test_a_thread_row_deleted_from_under_its_checkpoints_is_damage(
         await cp.get_thread(T1)
     assert e.value.thread_id == T1
     assert await cp.get_thread(ThreadId("never-made")) is None
+
+
+class XState(TypedDict):
+    x: int
+
+
+@pytest.mark.parametrize(("durability", "level"), [("fsync", 2), ("process", 1)])
+def test_durability_sets_the_sync_level_of_the_store_and_of_its_evidence_log(
+    path: Path, durability: str, level: int
+) -> None:
+    """``durability="process"`` commits at ``synchronous=NORMAL`` (no fsync), ``"fsync"`` at
+    ``FULL``; the evidence log a graph keeps beside the store follows it."""
+    from graphflow import END, START, StateGraph
+
+    cp = SqliteCheckpointer(path, durability=durability)  # type: ignore[arg-type]
+    try:
+        assert cp.durability == durability
+        assert cp._db.conn is not None
+        assert cp._db.conn.execute("PRAGMA synchronous").fetchone()[0] == level
+        b = StateGraph(XState)
+        b.add_node("a", lambda s: {"x": 1})
+        b.add_edge(START, "a")
+        b.add_edge("a", END)
+        log = b.compile(checkpointer=cp).evidence
+        assert log is not None and log.durability == durability
+        with log._store.reading() as conn:
+            assert conn.execute("PRAGMA synchronous").fetchone()[0] == level
+    finally:
+        anyio.run(cp.close)
+
+
+def test_an_unknown_durability_is_refused_naming_the_levels(path: Path) -> None:
+    with pytest.raises(ValueError, match=r"durability must be 'fsync' .* or 'process'"):
+        SqliteCheckpointer(path, durability="power")  # type: ignore[arg-type]
+    assert not path.exists()  # refused before anything is written

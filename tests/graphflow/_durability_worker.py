@@ -348,7 +348,7 @@ def run_job(job: dict[str, Any]) -> list[dict[str, Any]]:
     opts = dict(job.get("opts", {}))
     if "watch_fast" in opts:
         opts["watch_fast"] = tuple(opts["watch_fast"])
-    cp = SqliteCheckpointer(job["db"])
+    cp = SqliteCheckpointer(job["db"], durability=job.get("durability", "fsync"))
     graph = GRAPHS[job["graph"]](record, **opts).compile(
         checkpointer=cp, lease_ttl=job.get("lease_ttl", 30.0)
     )

@@ -348,6 +348,7 @@ class KillPoint:
     delay: float | None = None  # seconds after the runner was forked
     marker: tuple[str, str] | None = None  # or: as soon as this effects line appears
     watch_fast: bool = False  # slow waits for fast's record to be committed
+    durability: str = "fsync"  # the runner's store's (SqliteCheckpointer(durability=...))
     db: Path = field(default=Path())
     effects: Path = field(default=Path())
     tid: str = ""
@@ -360,7 +361,8 @@ def _kill_one(procs: Procs, kp: KillPoint) -> None:
     opts: dict[str, Any] = {}
     if kp.watch_fast:
         opts["watch_fast"] = [str(kp.db), kp.tid]
-    child = procs.fork([job("long", kp.db, kp.tid, kp.effects, "input", opts=opts)])
+    spec = job("long", kp.db, kp.tid, kp.effects, "input", opts=opts, durability=kp.durability)
+    child = procs.fork([spec])
     if kp.marker is not None:
         wait_for_line(kp.effects, *kp.marker, child)
     else:
@@ -371,11 +373,18 @@ def _kill_one(procs: Procs, kp: KillPoint) -> None:
 
 
 @pytest.mark.slow
-def test_kill_9_at_many_points_then_a_fresh_process_finishes(tmp_path: Path, procs: Procs) -> None:
+@pytest.mark.parametrize("durability", ["fsync", "process"])
+def test_kill_9_at_many_points_then_a_fresh_process_finishes(
+    tmp_path: Path, procs: Procs, durability: str
+) -> None:
+    """Killed anywhere, a run is finished by a fresh process, every committed node exactly
+    once; with ``durability="process"`` (no fsync) too: ``kill -9`` loses nothing the
+    operating system was given."""
     # The uninterrupted run, in a runner like the killed ones: the reference state, and
     # how long a run takes (only to spread the kill delays over it).
     t0 = time.monotonic()
-    ref = procs.fork([job("long", tmp_path / "ref.db", "ref", tmp_path / "ref.effects", "input")])
+    ref = procs.fork([job("long", tmp_path / "ref.db", "ref", tmp_path / "ref.effects", "input",
+                          durability=durability)])  # fmt: skip
     while not ref.finished():
         time.sleep(0.002)
     span = time.monotonic() - t0
@@ -393,6 +402,7 @@ def test_kill_9_at_many_points_then_a_fresh_process_finishes(tmp_path: Path, pro
     ]
     for i, kp in enumerate(points):
         kp.db, kp.effects, kp.tid = tmp_path / f"k{i}.db", tmp_path / f"k{i}.effects", f"k{i}"
+        kp.durability = durability
     with ThreadPoolExecutor(4) as pool:
         list(pool.map(lambda kp: _kill_one(procs, kp), points))
 
@@ -412,7 +422,8 @@ def test_kill_9_at_many_points_then_a_fresh_process_finishes(tmp_path: Path, pro
     # One fresh process resumes every killed thread (invoke(None), or the input again
     # when the thread has no head yet); each thread has its own file.
     finisher = procs.fresh(
-        [job("long", kp.db, kp.tid, kp.effects, "finish") for kp in points], parallel=4
+        [job("long", kp.db, kp.tid, kp.effects, "finish", durability=durability) for kp in points],
+        parallel=4,
     )
     results = finisher.report()["results"]
     for kp, [res] in zip(points, results, strict=True):
