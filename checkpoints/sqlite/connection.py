@@ -14,7 +14,7 @@
   not one, raises ``StorePathError`` naming it (``paths``); a store whose file or directory
   is not writable is opened read-only (a write raises ``ReadOnlyStoreError``); a write lock
   held by another client past ``busy_timeout`` raises ``StoreLockedError`` (nothing written,
-  retry the call).
+  retry the call); until then the call waits in short, jittered tries (``lockwait``).
 - **Lifecycle.** The schema is created or migrated as the file is opened (``migrations``);
   ``close()`` closes the connection and a later call opens it again. A process forked while
   the connection is open must not use it (SQLite's lock bookkeeping is per process).
@@ -25,6 +25,7 @@ from __future__ import annotations
 import contextlib
 import sqlite3
 import threading
+import time
 from collections.abc import Callable
 from typing import TypeVar
 
@@ -39,7 +40,7 @@ from checkpoints.errors import (
     StorePathError,
 )
 from checkpoints.keeper import keeper
-from checkpoints.sqlite import migrations, paths
+from checkpoints.sqlite import lockwait, migrations, paths
 from checkpoints.sqlite.durability import Durability
 from checkpoints.sqlite.rows.checks import install
 from checkpoints.sqlite.txn import Txn
@@ -102,7 +103,7 @@ class Connection:
     def _connect(self, target: str, *, uri: bool = False) -> sqlite3.Connection:
         conn = sqlite3.connect(
             target,
-            timeout=self.busy_timeout,
+            timeout=0,  # no busy handler: calls wait for locks themselves (lockwait)
             isolation_level=None,  # transactions are explicit (Txn)
             check_same_thread=False,  # used by anyio's worker threads, one at a time
             uri=uri,
@@ -169,18 +170,34 @@ class Connection:
 
     # -- calls -----------------------------------------------------------------------------
     def call(self, thread_id: str | None, fn: Callable[[sqlite3.Connection], T]) -> T:
-        """Run ``fn`` on the connection (opening it first); SQLite errors become typed ones."""
+        """Run ``fn`` on the connection (opening it first); SQLite errors become typed ones.
+
+        A call that finds the file locked by another writer runs again after a short,
+        jittered pause, until ``busy_timeout`` has passed (``lockwait``)."""
         with self.lock:
-            try:
-                conn = self.conn if self.conn is not None else self.open()
-                self.durability.before_call()
-                return fn(conn)
-            except sqlite3.DatabaseError as e:
-                self.drop_if_stuck()
-                raise self.typed(e, thread_id) from e
-            except BaseException:
-                self.drop_if_stuck()  # (a call that returns never leaves a transaction open)
-                raise
+            started: float | None = None
+            attempt = 0
+            while True:
+                before: int | None = None
+                try:
+                    conn = self.conn if self.conn is not None else self.open()
+                    self.durability.before_call()
+                    before = conn.total_changes
+                    return fn(conn)
+                except sqlite3.DatabaseError as e:
+                    self.drop_if_stuck()
+                    after = self.conn.total_changes if self.conn is not None else None
+                    if lockwait.is_busy(e) and lockwait.may_retry(before, after):
+                        now = time.monotonic()
+                        started = now if started is None else started
+                        if now - started < self.busy_timeout:
+                            time.sleep(lockwait.pause(attempt))
+                            attempt += 1
+                            continue
+                    raise self.typed(e, thread_id) from e
+                except BaseException:
+                    self.drop_if_stuck()  # (a call that returns never leaves a transaction open)
+                    raise
 
     async def run(self, thread_id: str | None, fn: Callable[[sqlite3.Connection], T]) -> T:
         """``call`` off the event loop, one call of this store at a time."""

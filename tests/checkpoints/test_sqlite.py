@@ -39,6 +39,7 @@ from checkpoints import (
 from checkpoints.lease import new_owner
 from checkpoints.models import CallId, CheckpointId, PauseId, TaskId, ThreadId, next_version
 from checkpoints.sqlite import durability, migrations
+from checkpoints.sqlite import lockwait as _lockwait
 from checkpoints.sqlite import wal as _wal
 from checkpoints.sqlite.reads import INFO_OF_STATUS
 from checkpoints.sqlite.rows import checks as rows
@@ -300,7 +301,9 @@ async def test_connection_is_wal_full_with_busy_timeout(cp: SqliteCheckpointer) 
     await cp.setup()
     assert await on_connection(cp, "PRAGMA journal_mode") == [("wal",)]
     assert await on_connection(cp, "PRAGMA synchronous") == [(2,)]  # FULL
-    assert await on_connection(cp, "PRAGMA busy_timeout") == [(5000,)]
+    # No busy handler: a call waits for another writer's lock itself (lockwait), 5 s at most.
+    assert await on_connection(cp, "PRAGMA busy_timeout") == [(0,)]
+    assert cp._db.busy_timeout == 5.0
     assert cp._db.conn is not None and not cp._db.conn.in_transaction
 
 
@@ -309,7 +312,7 @@ async def test_synchronous_and_busy_timeout_options(path: Path) -> None:
     cp = SqliteCheckpointer(path, busy_timeout=0.25, synchronous="normal")
     await cp.setup()
     assert await on_connection(cp, "PRAGMA synchronous") == [(1,)]  # NORMAL
-    assert await on_connection(cp, "PRAGMA busy_timeout") == [(250,)]
+    assert cp._db.busy_timeout == 0.25
     await cp.close()
     with pytest.raises(ValueError, match="synchronous"):
         SqliteCheckpointer(path, synchronous="sometimes")
@@ -1465,3 +1468,71 @@ def test_an_unknown_durability_is_refused_naming_the_levels(path: Path) -> None:
     with pytest.raises(ValueError, match=r"durability must be 'fsync' .* or 'process'"):
         SqliteCheckpointer(path, durability="power")  # type: ignore[arg-type]
     assert not path.exists()  # refused before anything is written
+
+
+def _busy() -> sqlite3.OperationalError:
+    e = sqlite3.OperationalError("database is locked")
+    e.sqlite_errorcode = sqlite3.SQLITE_BUSY  # type: ignore[attr-defined]
+    return e
+
+
+def test_a_call_that_finds_the_file_locked_runs_again_after_short_pauses(
+    path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Waiting for another writer's lock is ours, not SQLite's busy handler (which sleeps up
+    to 100 ms between tries): a call that met ``SQLITE_BUSY`` before it changed anything
+    runs again after a pause of at most ``lockwait.CAP``."""
+    pauses: list[float] = []
+    real_pause = _lockwait.pause
+    monkeypatch.setattr(_lockwait, "pause", lambda n: pauses.append(real_pause(n)) or 0.0)
+    cp = SqliteCheckpointer(path)
+    tries = []
+
+    def fn(conn: sqlite3.Connection) -> str:
+        tries.append(1)
+        if len(tries) < 12:
+            raise _busy()
+        return "done"
+
+    try:
+        assert cp._db.call(None, fn) == "done"
+    finally:
+        anyio.run(cp.close)
+    assert len(tries) == 12 and len(pauses) == 11
+    assert 0 <= max(pauses) <= _lockwait.CAP  # bounded: never SQLite's 100 ms sleeps
+
+
+def test_a_call_that_changed_rows_before_meeting_the_lock_is_not_run_again(path: Path) -> None:
+    """A call that committed something and then met ``SQLITE_BUSY`` must not run twice: it
+    raises ``StoreLockedError`` at once."""
+    cp = SqliteCheckpointer(path)
+    tries = []
+
+    def fn(conn: sqlite3.Connection) -> None:
+        tries.append(1)
+        conn.execute("CREATE TABLE IF NOT EXISTS scratch (k INTEGER)")
+        conn.execute("INSERT INTO scratch VALUES (1)")  # (autocommit: it is written)
+        raise _busy()
+
+    try:
+        with pytest.raises(StoreLockedError):
+            cp._db.call(None, fn)
+    finally:
+        anyio.run(cp.close)
+    assert len(tries) == 1
+
+
+def test_lock_waits_give_up_after_busy_timeout(path: Path) -> None:
+    cp = SqliteCheckpointer(path, busy_timeout=0.05)
+    tries = []
+
+    def fn(conn: sqlite3.Connection) -> None:
+        tries.append(1)
+        raise _busy()
+
+    try:
+        with pytest.raises(StoreLockedError, match="locked by another writer"):
+            cp._db.call(None, fn)
+    finally:
+        anyio.run(cp.close)
+    assert len(tries) > 1
