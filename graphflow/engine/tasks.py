@@ -32,12 +32,12 @@ from graphflow.engine.context import (
     FreezeSignal,
     NodeContext,
     PauseSignal,
-    RunPort,
     reset_current,
     set_current,
 )
 from graphflow.engine.events import Emitter
 from graphflow.engine.outcomes import Outcome, StepTasks, Writes, as_update
+from graphflow.engine.port import RunPort
 from graphflow.errors import GraphflowError, InvalidUpdateError
 from graphflow.retry import wait_before_retry
 from graphflow.spec import GraphSpec, NodeSpec
