@@ -36,7 +36,7 @@ from checkpoints.models import (
 from graphflow.engine import lease, plan, targets
 from graphflow.engine.apply import apply_writes, collect_out, set_write
 from graphflow.engine.committer import Committer
-from graphflow.engine.history import carried_step, naming
+from graphflow.engine.reads import carried_step, naming
 from graphflow.engine.run import route
 from graphflow.engine.start import materialize
 from graphflow.errors import (
