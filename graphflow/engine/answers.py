@@ -21,6 +21,8 @@ The rules (README, "Answering pauses"):
 - ``invoke(None)`` with neither releases every pending gate (``interrupt_before``/``after``).
 - Every answer value is serialized here, so a value that cannot be stored is refused before
   any node runs.
+
+How decisions are matched to the pending calls is ``engine.confirmations``.
 """
 
 from __future__ import annotations
@@ -30,8 +32,9 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from checkpoints import serde
-from checkpoints.models import AnswerRecord, CallId, DecisionRecord, PauseId, PauseRecord, ThreadId
-from graphflow.decisions import Decision, normalize_fingerprint
+from checkpoints.models import AnswerRecord, DecisionRecord, PauseId, PauseRecord, ThreadId
+from graphflow.decisions import Decision
+from graphflow.engine.confirmations import match, request_of
 from graphflow.engine.pauses import GATE_KINDS, UNSET, looks_like_pause_id
 from graphflow.errors import (
     AmbiguousResumeError,
@@ -118,7 +121,7 @@ def resolve(
         ]
     records: list[DecisionRecord] = []
     if decisions:
-        found, records = _match(thread_id, pending, decisions, by=by, reason=reason)
+        found, records = match(thread_id, pending, decisions, by=by, reason=reason)
         answers += found
     for a in answers:  # refuse what cannot be stored now, before any node runs
         serde.dumps(a.value, key=f"answer to pause {a.pause_id!r}")
@@ -134,7 +137,7 @@ def match_decisions(
 ) -> tuple[list[AnswerRecord], list[DecisionRecord]]:
     """Decisions (keyed by function call id) as answers to pending tool confirmations, and
     every decision as an append-only record (``applied=False`` with a note when ignored)."""
-    return _match(thread_id, pending, check_decisions(decisions), by=by, reason=None)
+    return match(thread_id, pending, check_decisions(decisions), by=by, reason=None)
 
 
 def effective(records: Sequence[DecisionRecord]) -> list[DecisionRecord]:
@@ -216,7 +219,7 @@ def _mistaken_key(key: Any, pending: Sequence[PauseRecord]) -> bool:
             return True
         if key == p.node or key == p.node.rpartition(".")[2]:
             return True
-        if _request(p).get("function_call_id") == key:
+        if request_of(p).get("function_call_id") == key:
             return True
     return False
 
@@ -224,117 +227,9 @@ def _mistaken_key(key: Any, pending: Sequence[PauseRecord]) -> bool:
 def _refuse_tool_answers(thread_id: str, pauses: Sequence[PauseRecord]) -> None:
     tool = [p.id for p in pauses if p.kind == "tool_confirmation"]
     if tool:
-        calls = [_request(p).get("function_call_id") for p in pauses]
+        calls = [request_of(p).get("function_call_id") for p in pauses]
         raise InvalidArgumentError(
             f"thread {thread_id!r}: pauses {tool} are tool confirmations; answer them with "
             f"decisions={{function_call_id: Decision.approve(...) or Decision.deny(...)}} "
             f"(pending calls: {[c for c in calls if c]})"
         )
-
-
-# -- decisions= ------------------------------------------------------------------------------
-
-
-def _request(pause: PauseRecord) -> Mapping[str, Any]:
-    req = pause.value.get("request") if isinstance(pause.value, Mapping) else None
-    return req if isinstance(req, Mapping) else {}
-
-
-def _match(
-    thread_id: str,
-    pending: Sequence[PauseRecord],
-    decisions: Mapping[str, Decision],
-    *,
-    by: str | None,
-    reason: str | None,
-) -> tuple[list[AnswerRecord], list[DecisionRecord]]:
-    tool = [p for p in pending if p.kind == "tool_confirmation" and _request(p)]
-    by_pause = {p.id: p for p in tool}
-    by_call: dict[str, list[PauseRecord]] = {}
-    by_tool: dict[str, list[str]] = {}
-    for p in tool:
-        req = _request(p)
-        by_call.setdefault(str(req.get("function_call_id")), []).append(p)
-        by_tool.setdefault(str(req.get("tool_name")), []).append(str(req.get("function_call_id")))
-    others = {p.id: p for p in pending if p.id not in by_pause}
-    tid = ThreadId(thread_id)
-    answers: list[AnswerRecord] = []
-    records: list[DecisionRecord] = []
-    answered: dict[str, str] = {}
-    for key, d in decisions.items():
-        actor = d.by or by
-        why = d.reason if d.reason is not None else reason
-        target: PauseRecord | None = by_pause.get(PauseId(key))
-        note: str | None = None
-        if target is not None and key in by_call and by_call[key] != [target]:
-            raise InvalidArgumentError(
-                f"thread {thread_id!r}: decision key {key!r} is both a pause id and the "
-                "function call id of another pending call; key it by that call's pause id"
-            )
-        if target is None and key in by_call:
-            candidates = by_call[key]
-            if len(candidates) > 1:
-                raise InvalidArgumentError(
-                    f"thread {thread_id!r}: {len(candidates)} pending calls have the function "
-                    f"call id {key!r} (pauses {[p.id for p in candidates]}); key each decision "
-                    "by its pause id"
-                )
-            target = candidates[0]
-        if target is None:
-            if key in others:
-                p = others[PauseId(key)]
-                note = (
-                    f"pause {key!r} is {'an' if p.kind == 'interrupt' else 'a'} {p.kind} pause "
-                    f"of node {p.node!r}, not a tool call: answer it with resume={{...}}"
-                )
-            elif key in by_tool:
-                note = (
-                    f"{key!r} is a tool name, not a function call id (pending calls: "
-                    f"{by_tool[key]})"
-                )
-            else:
-                pending_calls = sorted(by_call)
-                note = f"no pending tool call {key!r} (pending calls: {pending_calls})"
-        else:
-            expected = _request(target).get("fingerprint")
-            if d.fingerprint is not None:
-                try:
-                    given = normalize_fingerprint(d.fingerprint)
-                except InvalidArgumentError as e:
-                    note = str(e)
-                else:
-                    if given != expected:
-                        note = (
-                            f"fingerprint {d.fingerprint!r} does not match the call's {expected!r}"
-                        )
-            if note is None and target.id in answered:
-                raise InvalidArgumentError(
-                    f"thread {thread_id!r}: decisions {answered[target.id]!r} and {key!r} both "
-                    f"answer pause {target.id!r}; give one decision per call"
-                )
-        call_id = str(_request(target).get("function_call_id")) if target is not None else key
-        applied = target is not None and note is None
-        records.append(
-            DecisionRecord(
-                tid,
-                CallId(call_id),
-                d.verdict,
-                d.fingerprint,
-                actor,
-                why,
-                applied=applied,
-                note=note,
-                pause_id=target.id if target is not None else None,
-            )
-        )
-        if applied and target is not None:
-            answered[target.id] = key
-            # Bound to the call it answered, given or not: a call re-planned with other
-            # arguments under the same key finds an answer for another call (refused).
-            fingerprint = _request(target).get("fingerprint")
-            value = Decision(d.verdict, fingerprint, actor, why, d.expires_at, d.roles).as_answer()
-            digest = _request(target).get("action_digest")
-            if digest:  # bound to the whole digest of the call it answered
-                value["action_digest"] = digest
-            answers.append(AnswerRecord(target.id, tid, value, actor, why))
-    return answers, records

@@ -1,91 +1,27 @@
 """``NodeContext``: what a running node can see and do, and the pause signal.
 
-A context talks to the run it belongs to only through ``RunPort``, the small protocol below:
-the run's identity and decisions, and the durable writes a node may cause (a memoized step,
-a tool dispatch, a decision record, a custom event).
+A context talks to the run it belongs to only through ``RunPort`` (``engine.port``): the
+run's identity and decisions, and the durable writes a node may cause (a memoized step, a
+tool dispatch, a decision record, a custom event).
 """
 
 from __future__ import annotations
 
 import contextvars
 import inspect
-from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine, Mapping
-from contextlib import asynccontextmanager
+from collections.abc import Awaitable, Callable, Coroutine, Mapping
 from dataclasses import dataclass
-from typing import Any, Literal, NoReturn, Protocol
+from typing import Any, Literal, NoReturn
 
 import anyio
 import anyio.from_thread
-import anyio.lowlevel
 import anyio.to_thread
 
-from checkpoints.models import DecisionRecord, DispatchRecord
+from checkpoints.models import DecisionRecord
 from graphflow.engine.pauses import PauseRequest, make_pause_id
+from graphflow.engine.port import RunPort, engine_faults
 from graphflow.engine.witness import Witness
 from graphflow.errors import GraphflowError
-
-
-class RunPort(Protocol):
-    """What a ``NodeContext`` asks of its run (``engine.run.Run`` provides it)."""
-
-    @property
-    def thread_id(self) -> str:
-        """The thread being run."""
-        ...
-
-    @property
-    def principal(self) -> Any:
-        """Who started or resumed the run."""
-        ...
-
-    @property
-    def decisions(self) -> Mapping[str, Any]:
-        """The decisions given to this run, by function call id."""
-        ...
-
-    @property
-    def durable(self) -> bool:
-        """Whether the run has a store (without one, nothing a node does is kept)."""
-        ...
-
-    @property
-    def token(self) -> anyio.lowlevel.EventLoopToken | None:
-        """The run's event loop, for calls from a sync node's worker thread."""
-        ...
-
-    @property
-    def witness(self) -> Witness:
-        """The run's evidence writer (for the runtime's own nodes, see ``runtime_witness``)."""
-        ...
-
-    @property
-    def checkpoint_id(self) -> str | None:
-        """The thread's checkpoint the run stands on (the root namespace's)."""
-        ...
-
-    async def save_memo(self, task_id: str, key: str, value: Any) -> None:
-        """Commit a memoized step result of a running task."""
-        ...
-
-    async def claim_dispatch(
-        self, key: str, tool: str, fingerprint: str | None
-    ) -> DispatchRecord | None:
-        """Claim a tool call: None when claimed now, else the earlier claim's record."""
-        ...
-
-    async def complete_dispatch(
-        self, key: str, status: str, result: Any, error: str | None
-    ) -> None:
-        """Record a claimed call's outcome (``succeeded`` or ``failed``)."""
-        ...
-
-    async def record_decision(self, record: DecisionRecord) -> None:
-        """Append a decision record."""
-        ...
-
-    def emit_custom(self, node: str, step: int, name: str, data: Any) -> None:
-        """Send a ``custom`` stream event."""
-        ...
 
 
 class PauseSignal(BaseException):
@@ -110,34 +46,12 @@ class FreezeSignal(BaseException):
         self.reason = reason
 
 
-class EngineFault(BaseException):
-    """A failure of the engine's own storage while a node ran (a memo or dispatch commit).
-
-    It is not the node's failure: the run stops and the original error is raised as is.
-    A ``BaseException`` so that a node's ``except Exception`` does not swallow it.
-    """
-
-    def __init__(self, error: BaseException):
-        super().__init__(error)
-        self.error = error
-
-
-@asynccontextmanager
-async def _storage() -> AsyncIterator[None]:
-    try:
-        yield
-    except Exception as e:
-        raise EngineFault(e) from e
-
-
 __all__ = [
     "DispatchOutcome",
-    "EngineFault",
     "FreezeSignal",
     "NodeContext",
     "PauseRequest",
     "PauseSignal",
-    "RunPort",
     "current_context",
     "interrupt",
     "reset_current",
@@ -238,7 +152,7 @@ class NodeContext:
             result = await anyio.to_thread.run_sync(fn, *args)
             if inspect.isawaitable(result):
                 result = await result
-        async with _storage():
+        async with engine_faults():
             await self._run.save_memo(self.task_id, key, result)
         self._memos[key] = result
         return result
@@ -272,7 +186,7 @@ class NodeContext:
         run = self._run
         if not run.durable:
             return await _run_outcome(fn)
-        async with _storage():
+        async with engine_faults():
             earlier = await run.claim_dispatch(key, tool, fingerprint)
         if earlier is not None:
             if earlier.status != "claimed":
@@ -280,14 +194,14 @@ class NodeContext:
             if not force:
                 return DispatchOutcome("unknown")
         out = await _run_outcome(fn)
-        async with _storage():
+        async with engine_faults():
             await run.complete_dispatch(key, out.status, out.result, out.error)
         return out
 
     async def record_decision(self, record: DecisionRecord) -> None:
         """Append a decision record (for example one made by a confirmation handler)."""
         if self._run.durable:
-            async with _storage():
+            async with engine_faults():
                 await self._run.record_decision(record)
 
     def has_memo(self, name: str) -> bool:

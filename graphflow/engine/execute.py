@@ -22,10 +22,10 @@ from checkpoints.models import CheckpointId, CheckpointRecord, ResumePoint, Thre
 from graphflow.decisions import Decision
 from graphflow.engine import lease, plan, start
 from graphflow.engine.committer import Committer
-from graphflow.engine.context import EngineFault
 from graphflow.engine.events import Emitter
 from graphflow.engine.outcomes import RunStopped
 from graphflow.engine.pauses import UNSET, principal_name
+from graphflow.engine.port import EngineFault
 from graphflow.engine.run import Run
 from graphflow.errors import (
     InvalidArgumentError,

@@ -9,9 +9,8 @@ channel values before and after it.
 
 from __future__ import annotations
 
-import contextlib
 import dataclasses
-from collections.abc import Iterator, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -21,10 +20,8 @@ from checkpoints.models import (
     AnswerRecord,
     CheckpointId,
     CheckpointRecord,
-    MemoRecord,
     PauseId,
     PauseRecord,
-    TaskRecord,
     ThreadId,
     ThreadRecord,
     to_datetime,
@@ -32,47 +29,11 @@ from checkpoints.models import (
 from graphflow.engine import plan
 from graphflow.engine.outcomes import as_update
 from graphflow.engine.pauses import pause_from_record
+from graphflow.engine.reads import naming
 from graphflow.errors import InvalidArgumentError
 from graphflow.spec import GraphSpec
 from graphflow.state import StateSchema
 from graphflow.types import Pause, StateSnapshot, TaskInfo
-
-
-@contextlib.contextmanager
-def naming(thread_id: str, checkpoint_id: str | None = None) -> Iterator[None]:
-    """Make a ``CorruptCheckpointError`` raised inside name the thread (and checkpoint)."""
-    try:
-        yield
-    except CorruptCheckpointError as e:
-        named = f"{thread_id!r}" in str(e)
-        if named and e.thread_id is not None and (e.checkpoint_id or not checkpoint_id):
-            raise
-        msg = str(e) if named else f"thread {thread_id!r}: {e}"
-        if e.checkpoint_id is None and checkpoint_id is not None:
-            msg += f" (checkpoint {checkpoint_id!r})"
-        raise CorruptCheckpointError(
-            msg, thread_id=thread_id, checkpoint_id=e.checkpoint_id or checkpoint_id
-        ) from e
-
-
-async def carried_step(
-    store: Checkpointer, src: CheckpointRecord, ck_id: CheckpointId
-) -> tuple[list[TaskRecord], list[MemoRecord]]:
-    """The committed records and memoized steps of ``src``'s pending step, moved to the
-    checkpoint ``ck_id`` that keeps that step as it is (``update_state`` at the head,
-    ``freeze``): its tasks' answers, pauses and memos (an agent's model answers) carry over."""
-    tid, ns = src.thread_id, src.ns
-    with naming(tid, src.id):
-        tasks = [
-            dataclasses.replace(rec, checkpoint_id=ck_id)
-            for rec in (await store.load_tasks(tid, ns, src.id)).values()
-        ]
-        memos = [
-            MemoRecord(ck_id, task_id, k, v)
-            for task_id, memo in (await store.load_memos(tid, ns, src.id)).items()
-            for k, v in memo.items()
-        ]
-    return tasks, memos
 
 
 @dataclass(slots=True)

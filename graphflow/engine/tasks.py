@@ -8,6 +8,8 @@ more than most nodes) and in a worker thread under the async API. Retries follow
 policies in one loop (``_run_task``), each retry's attempt count committed before its wait.
 A task that finishes while siblings still run has its record committed at once; the step
 (``StepTasks``) keeps the rest for the run to commit with the next checkpoint or the stop.
+What a task carries between attempts and the outcome its last one comes to are
+``engine.attempts``.
 """
 
 from __future__ import annotations
@@ -16,32 +18,29 @@ import contextvars
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
 from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 from contextlib import asynccontextmanager
-from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
 import anyio
 import anyio.abc
 import anyio.to_thread
-from pydantic import BaseModel
 
 from checkpoints.blocking import inline_io
-from checkpoints.models import CheckpointRecord, TaskId, TaskRecord, TaskSpec, now
-from graphflow.engine import plan
+from checkpoints.models import CheckpointRecord, TaskId, TaskRecord, TaskSpec
+from graphflow.engine.attempts import Attempt, Job, finish
 from graphflow.engine.committer import Committer
 from graphflow.engine.context import (
     FreezeSignal,
     NodeContext,
     PauseSignal,
-    RunPort,
     reset_current,
     set_current,
 )
 from graphflow.engine.events import Emitter
-from graphflow.engine.outcomes import Outcome, StepTasks, Writes, as_update
-from graphflow.errors import GraphflowError, InvalidUpdateError
+from graphflow.engine.outcomes import Outcome, StepTasks, Writes
+from graphflow.engine.port import RunPort
+from graphflow.errors import GraphflowError
 from graphflow.retry import wait_before_retry
 from graphflow.spec import GraphSpec, NodeSpec
-from graphflow.types import Command
 
 Subgraphs = Callable[[NodeSpec, Any, NodeContext], Awaitable["Writes"]]
 """Runs a subgraph node's child graph (``engine.subgraph``): its writes to the parent."""
@@ -83,13 +82,13 @@ class TaskRunner:
         """Run ``specs`` (tasks of ``ck``'s frontier) and return their outcomes."""
         out = StepTasks(ck)
 
-        def job(s: TaskSpec) -> _Job:
+        def job(s: TaskSpec) -> Job:
             rec = records.get(s.id)
             prior = rec.attempts if rec is not None else 0
             # A record left "running" is a retry that a crash interrupted: its budget goes on.
             spent = prior if rec is not None and rec.status == "running" else 0
             state = s.arg if s.has_arg else view
-            return _Job(s, step, state, dict(memos.get(s.id, {})), prior, spent, ck, answers)
+            return Job(s, step, state, dict(memos.get(s.id, {})), prior, spent, ck, answers)
 
         if len(specs) == 1:
             o = await self._run_task(job(specs[0]), inline=inline_io.get())
@@ -125,12 +124,12 @@ class TaskRunner:
         return self._lock
 
     async def _async_job(
-        self, job: _Job, finished: Callable[..., Awaitable[None]], first: _Attempt | None = None
+        self, job: Job, finished: Callable[..., Awaitable[None]], first: Attempt | None = None
     ) -> None:
         await finished(await self._run_task(job, inline=False, first=first))
 
     async def _sync_jobs(
-        self, jobs: list[_Job], finished: Callable[..., Awaitable[None]], tg: anyio.abc.TaskGroup
+        self, jobs: list[Job], finished: Callable[..., Awaitable[None]], tg: anyio.abc.TaskGroup
     ) -> None:
         """First attempts of sync nodes in the node pool; a failed attempt that may be
         retried goes on in its own task of the step, so its wait holds up no sibling."""
@@ -148,14 +147,14 @@ class TaskRunner:
             for f in done:
                 first = f.result()
                 if self._retry_wait(by_future[f], first.error) is None:
-                    ready.append(self._finish(first, by_future[f]))
+                    ready.append(finish(self.spec, self.emitter, first, by_future[f]))
                 else:
                     tg.start_soon(self._async_job, by_future[f], finished, first)
             if ready:
                 await finished(*sorted(ready, key=lambda o: o.spec.node))
 
     # -- one task ------------------------------------------------------------------------------
-    def _context(self, job: _Job) -> NodeContext:
+    def _context(self, job: Job) -> NodeContext:
         return NodeContext(
             self.port,
             task_id=job.spec.id,
@@ -166,7 +165,7 @@ class TaskRunner:
             attempt=job.attempts,
         )
 
-    def _retry_wait(self, job: _Job, error: BaseException | None) -> float | None:
+    def _retry_wait(self, job: Job, error: BaseException | None) -> float | None:
         """Seconds to wait before retrying a failed attempt, or None: do not retry."""
         node = self.spec.nodes[job.spec.node]
         stops = PauseSignal | FreezeSignal | GraphflowError
@@ -174,7 +173,7 @@ class TaskRunner:
             return None
         return wait_before_retry(node.retry, error, job.attempts - job.prior + job.spent)
 
-    async def _run_task(self, job: _Job, *, inline: bool, first: _Attempt | None = None) -> Outcome:
+    async def _run_task(self, job: Job, *, inline: bool, first: Attempt | None = None) -> Outcome:
         """Run a task, retrying it by its node's policies; ``first``: its first attempt,
         made in the node pool."""
         node = self.spec.nodes[job.spec.node]
@@ -185,7 +184,7 @@ class TaskRunner:
                 job.attempts += 1
                 ctx = self._context(job)
                 self._task_start(ctx, job)
-                attempt = _Attempt(ctx)
+                attempt = Attempt(ctx)
                 try:
                     attempt.result = await self._call(node, job.state, ctx, inline)
                 except (PauseSignal, FreezeSignal) as e:
@@ -194,19 +193,19 @@ class TaskRunner:
                     attempt.error = e
             wait = self._retry_wait(job, attempt.error)
             if wait is None:
-                return self._finish(attempt, job)
+                return finish(self.spec, self.emitter, attempt, job)
             if self.committer is not None:  # its attempts, before the wait (a crash keeps them)
                 async with self._ordered():
                     await self.committer.task_records(self.ns, [job.retrying(attempt.error)])
             await anyio.sleep(wait)
 
-    def _thread_attempt(self, job: _Job) -> _Attempt:
+    def _thread_attempt(self, job: Job) -> Attempt:
         """One attempt of a sync node, run in a worker thread of the node pool."""
         node = self.spec.nodes[job.spec.node]
         job.attempts += 1
         ctx = self._context(job)
         self._task_start(ctx, job)
-        attempt = _Attempt(ctx)
+        attempt = Attempt(ctx)
         token = set_current(ctx)
         try:
             attempt.result = node.fn(job.state, ctx) if node.takes_ctx else node.fn(job.state)
@@ -233,63 +232,10 @@ class TaskRunner:
         finally:
             reset_current(token)
 
-    def _task_start(self, ctx: NodeContext, job: _Job) -> None:
+    def _task_start(self, ctx: NodeContext, job: Job) -> None:
         if self.emitter.debug:
             data = {"task_id": job.spec.id, "attempt": ctx.attempt}
             self.emitter.emit("task_start", ctx.node, job.step, data)
-
-    def _finish(self, attempt: _Attempt, job: _Job) -> Outcome:
-        """The outcome of a task's last attempt."""
-        spec, exc = job.spec, attempt.error
-        if isinstance(exc, PauseSignal):
-            o = Outcome(spec, "paused", pauses=exc.pauses, nested=exc.records)
-        elif isinstance(exc, FreezeSignal):
-            o = Outcome(spec, "frozen", reason=exc.reason)
-        elif exc is not None:
-            o = Outcome(spec, "failed", error=exc)
-        else:
-            try:
-                writes, routes = self.normalize(spec.node, attempt.result)
-                o = Outcome(spec, "completed", writes, routes)
-            except GraphflowError as e:
-                o = Outcome(spec, "failed", error=e)
-        o.attempts = job.attempts
-        o.started_at = job.started
-        o.ended_at = now()
-        if self.emitter.debug:
-            data = {
-                "task_id": spec.id,
-                "status": o.status,
-                "writes": as_update(self.spec.schema, o.writes),
-            }
-            self.emitter.emit("task_end", attempt.ctx.node, job.step, data)
-        return o
-
-    def normalize(self, node: str, result: Any) -> tuple[list[tuple[str, Any]], list[Any] | None]:
-        """A node's return value as checked writes and, for a ``Command``, its routes."""
-        routes: list[Any] | None = None
-        if isinstance(result, Command):
-            if result.goto is not None:
-                routes = plan.normalize_targets(
-                    result.goto, self.spec.nodes, f"Command.goto of node {node!r}"
-                )
-            result = result.update
-        if result is None:
-            return [], routes
-        schema = self.spec.schema
-        if type(result) is dict:  # the usual result: skip the checks below
-            return list(schema.checked_update(result, node).items()), routes
-        if isinstance(result, Writes):
-            return schema.checked_writes(result, node), routes
-        if isinstance(result, BaseModel) and schema.is_model:
-            result = schema.model_update(result)
-        if not isinstance(result, Mapping):
-            raise InvalidUpdateError(
-                f"node {node!r} returned {type(result).__name__}; return a dict of state keys, "
-                "a Command or None",
-                node=node,
-            )
-        return list(schema.checked_update(result, node).items()), routes
 
 
 S = TypeVar("S", bound=BaseException)
@@ -327,48 +273,6 @@ def _leaves(group: BaseExceptionGroup[BaseException]) -> list[BaseException]:
     return out
 
 
-@dataclass(slots=True)
-class _Job:
-    """What a task needs to run: its spec, step, the state it sees, its memos and the
-    answers of the run, and its attempts (``prior``: made by earlier runs; ``spent``: of
-    those, the ones that count against this run's retry budget)."""
-
-    spec: TaskSpec
-    step: int
-    state: Any
-    memos: dict[str, Any]
-    prior: int
-    spent: int
-    checkpoint: CheckpointRecord
-    answers: Mapping[str, Any]
-    attempts: int = 0
-    started: float = field(default_factory=now)
-
-    def __post_init__(self) -> None:
-        self.attempts = self.prior
-
-    def retrying(self, error: BaseException | None) -> TaskRecord:
-        """The record committed before a retry's wait: its attempts so far."""
-        return TaskRecord(
-            self.checkpoint.id,
-            self.spec.id,
-            self.spec.node,
-            "running",
-            attempts=self.attempts,
-            started_at=self.started,
-            error=f"{type(error).__name__}: {error}" if error is not None else None,
-        )
-
-
-@dataclass(slots=True)
-class _Attempt:
-    """One attempt at a task: its context and what the node returned or raised."""
-
-    ctx: NodeContext
-    result: Any = None
-    error: BaseException | None = None
-
-
 _POOL: list[ThreadPoolExecutor] = []
 
 
@@ -380,7 +284,7 @@ def _node_pool() -> ThreadPoolExecutor:
 
 
 def _wait_some(
-    pending: set[Future[_Attempt]],
-) -> tuple[set[Future[_Attempt]], set[Future[_Attempt]]]:
+    pending: set[Future[Attempt]],
+) -> tuple[set[Future[Attempt]], set[Future[Attempt]]]:
     done, rest = wait(pending, return_when=FIRST_COMPLETED)
     return set(done), set(rest)

@@ -30,8 +30,8 @@ from checkpoints.models import (
 from graphflow.decisions import Decision
 from graphflow.engine import answers, lease, start
 from graphflow.engine.committer import Committer
-from graphflow.engine.history import carried_step
 from graphflow.engine.pauses import UNSET, principal_name
+from graphflow.engine.reads import carried_step
 from graphflow.engine.witness import Witness
 from graphflow.errors import (
     InvalidArgumentError,

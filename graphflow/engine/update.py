@@ -8,12 +8,13 @@ answers) and pending pauses; otherwise the new frontier replaces them. ``checkpo
 forks from an older checkpoint, or names a subgraph's checkpoint: the update is made in
 that namespace and the parent's pending task continues the subgraph from it. An update
 never leaves a thread ``running``: a thread with pending work and no pending pause after an
-update is ``paused`` (``invoke(None)`` continues it). Each update is one transaction.
+update is ``paused`` (``invoke(None)`` continues it). Each update is one transaction. Where
+an update leads (the writers' edges evaluated again) is ``engine.replan``.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from typing import Any
 
 from checkpoints.base import Checkpointer
@@ -21,7 +22,6 @@ from checkpoints.batch import CommitBatch, ThreadUpdate
 from checkpoints.errors import LeaseHeldError
 from checkpoints.lease import new_owner
 from checkpoints.models import (
-    CheckpointId,
     CheckpointRecord,
     MemoRecord,
     PauseId,
@@ -36,8 +36,8 @@ from checkpoints.models import (
 from graphflow.engine import lease, plan, targets
 from graphflow.engine.apply import apply_writes, collect_out, set_write
 from graphflow.engine.committer import Committer
-from graphflow.engine.history import carried_step, naming
-from graphflow.engine.run import route
+from graphflow.engine.reads import carried_step, naming
+from graphflow.engine.replan import replan, same_frontier
 from graphflow.engine.start import materialize
 from graphflow.errors import (
     InvalidArgumentError,
@@ -152,7 +152,7 @@ async def _update(
         )
         applied.bases = {}
     ck_id = new_checkpoint_id()
-    frontier, barriers = await _replan(
+    frontier, barriers = await replan(
         graph, store, state, hidden, ns, ck_id, writers, base, explicit=as_node is not None
     )
     for k, v in barriers.items():  # join barriers an explicit as_node advanced
@@ -173,7 +173,7 @@ async def _update(
     final: tuple[TaskSpec, ...]
     if src is None:
         final = frontier or ()
-    elif frontier is not None and not _same_frontier(frontier, src.frontier):
+    elif frontier is not None and not same_frontier(frontier, src.frontier):
         final = frontier
     elif target.at_head:
         # The pending step is kept as it is (its tasks, their records, memoized steps
@@ -228,45 +228,6 @@ async def _update(
     return ck_id
 
 
-async def _replan(
-    spec: GraphSpec,
-    store: Checkpointer,
-    state: dict[str, Any],
-    hidden: dict[str, Any],
-    ns: str,
-    ck_id: CheckpointId,
-    writers: list[str],
-    base: CheckpointRecord | None,
-    *,
-    explicit: bool,
-) -> tuple[tuple[TaskSpec, ...] | None, dict[str, Any]]:
-    """The frontier the writers' edges give on the updated state (None when it cannot be
-    told: a writer that routes with ``Command(goto=...)`` has no edges to evaluate), and the
-    join barriers an explicit ``as_node`` advanced."""
-    if writers == [END]:
-        return (), {}
-    if not explicit and any(
-        spec.nodes[w].destinations is not None for w in writers if w in spec.nodes
-    ):
-        return None, {}
-    targets: list[Any] = []
-    for w in writers:
-        targets += await route(spec, state, w)
-    joins = spec.edges.joins
-    changed: dict[str, Any] = {}
-    if joins and explicit:
-        fired, changed = plan.advance_joins(joins, hidden, writers)
-        targets += fired
-    elif joins and base is not None:
-        # The step's joins fired as they did: the barriers it started from decide.
-        keys = {k: v for k, v in base.channel_versions.items() if k.startswith(plan.JOIN_PREFIX)}
-        chains = {k: base.channel_bases[k] for k in keys if k in base.channel_bases}
-        with naming(base.thread_id, base.id):
-            seen = await store.load_channels(base.thread_id, base.ns, keys, chains)
-        targets += plan.advance_joins(joins, seen, writers)[0]
-    return plan.make_frontier(ck_id, ns, targets), changed
-
-
 async def _pending_outside(
     store: Checkpointer, tid: ThreadId, pending: tuple[PauseId, ...], ns: str
 ) -> tuple[PauseId, ...]:
@@ -296,16 +257,3 @@ async def _continue_parents(
             ns, tasks=[again], expected_head=th.head if th is not None else None, check_head=True
         )
         await committer.commit(batch)
-
-
-def _same_frontier(a: Sequence[TaskSpec], b: Sequence[TaskSpec]) -> bool:
-    """Same nodes in the same order, same ``Send`` arguments."""
-    if len(a) != len(b):
-        return False
-    try:
-        return all(
-            x.node == y.node and x.has_arg == y.has_arg and (not x.has_arg or bool(x.arg == y.arg))
-            for x, y in zip(a, b, strict=True)
-        )
-    except Exception:  # arguments that cannot be compared are not known to be the same
-        return False
