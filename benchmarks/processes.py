@@ -9,7 +9,7 @@ A thread's latency is the wall time of its ``invoke``. Reported per P (median ov
 repetitions): p50, p99 and the longest latency, and the threads per second of all processes
 together; and p99 with 4 processes over p99 with 1 (target: within 3x), and the longest
 single latency with 4 (target: under 100 ms, the "no stall" goal; SQLite's own busy handler
-sleeps up to 100 ms between tries, ``checkpoints/sqlite/lockwait.py`` is why there is none).
+sleeps up to 100 ms between tries, ``checkpoints/lockwait.py`` is why there is none).
 """
 
 from __future__ import annotations

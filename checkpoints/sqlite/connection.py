@@ -32,6 +32,7 @@ from typing import TypeVar
 import anyio
 import anyio.to_thread
 
+from checkpoints import lockwait
 from checkpoints.blocking import inline_io
 from checkpoints.errors import (
     CorruptCheckpointError,
@@ -40,7 +41,7 @@ from checkpoints.errors import (
     StorePathError,
 )
 from checkpoints.keeper import keeper
-from checkpoints.sqlite import lockwait, migrations, paths
+from checkpoints.sqlite import migrations, paths
 from checkpoints.sqlite.durability import Durability
 from checkpoints.sqlite.rows.checks import install
 from checkpoints.sqlite.txn import Txn

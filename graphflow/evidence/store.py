@@ -29,10 +29,12 @@ import contextlib
 import os
 import sqlite3
 import threading
+import time
 import weakref
 from collections.abc import Iterator, Sequence
 from typing import Any
 
+from checkpoints.lockwait import is_busy, pause
 from graphflow.evidence.chain import StoredRow
 from graphflow.evidence.errors import EvidenceError, InvalidEventError
 
@@ -73,10 +75,16 @@ _BATCH = 2000
 
 
 @contextlib.contextmanager
-def immediate(conn: sqlite3.Connection) -> Iterator[None]:
+def immediate(conn: sqlite3.Connection, wait: float | None = None) -> Iterator[None]:
     """One write transaction (``BEGIN IMMEDIATE``: SQLite's write lock, taken at once):
-    committed when the block ends, rolled back when it raises."""
-    conn.execute("BEGIN IMMEDIATE")
+    committed when the block ends, rolled back when it raises. ``wait``: seconds to wait for
+    another process's lock in short, jittered tries of our own (``checkpoints.lockwait``:
+    SQLite's busy handler sleeps up to 100 ms between tries, and appends of many processes
+    then queue unfairly); None: the connection's busy handler."""
+    if wait is None:
+        conn.execute("BEGIN IMMEDIATE")
+    else:
+        _begin_waiting(conn, wait)
     try:
         yield
         conn.execute("COMMIT")
@@ -84,6 +92,26 @@ def immediate(conn: sqlite3.Connection) -> Iterator[None]:
         with contextlib.suppress(sqlite3.Error):
             conn.execute("ROLLBACK")
         raise
+
+
+def _begin_waiting(conn: sqlite3.Connection, wait: float) -> None:
+    conn.execute("PRAGMA busy_timeout = 0")  # (a locked file answers at once)
+    try:
+        started: float | None = None
+        attempt = 0
+        while True:
+            try:
+                conn.execute("BEGIN IMMEDIATE")
+                return
+            except sqlite3.OperationalError as e:
+                now = time.monotonic()
+                started = now if started is None else started
+                if not is_busy(e) or now - started >= wait:
+                    raise
+                time.sleep(pause(attempt))
+                attempt += 1
+    finally:
+        conn.execute(f"PRAGMA busy_timeout = {round(wait * 1000)}")
 
 
 def last_row(conn: sqlite3.Connection) -> tuple[Any, Any] | None:
@@ -202,7 +230,7 @@ class EvidenceStore:
         with self._lock:
             conn = self._connection(write=True)
             try:
-                with immediate(conn):
+                with immediate(conn, self.busy_timeout):
                     yield conn
             except sqlite3.Error as e:
                 raise self.fail("cannot be written", e) from e

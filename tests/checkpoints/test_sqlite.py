@@ -36,10 +36,10 @@ from checkpoints import (
     ThreadUpdate,
     serde,
 )
+from checkpoints import lockwait as _lockwait
 from checkpoints.lease import new_owner
 from checkpoints.models import CallId, CheckpointId, PauseId, TaskId, ThreadId, next_version
 from checkpoints.sqlite import durability, migrations
-from checkpoints.sqlite import lockwait as _lockwait
 from checkpoints.sqlite import wal as _wal
 from checkpoints.sqlite.reads import INFO_OF_STATUS
 from checkpoints.sqlite.rows import checks as rows
