@@ -245,3 +245,26 @@ def test_threads_imports_no_engine(cli: Cli) -> None:
     graphflow = [m for m in loaded if m.startswith("graphflow.")]
     assert all(m.startswith("graphflow.cli") for m in graphflow), graphflow
     assert not {"networkx", "sqlite_utils"} & {m.partition(".")[0] for m in loaded}
+
+
+def test_threads_loads_no_pydantic_event_loop_or_memory_store(cli: Cli) -> None:
+    """Listing threads reads the store's index only: neither pydantic (serde looks models
+    up, it never imports them), nor an event loop (the store's read never suspends), nor
+    the MemoryCheckpointer (the package binds names on first use), nor the engine's
+    libraries (over 100 ms of a new process together)."""
+    cli.start("t1")
+    heavy = (
+        "anyio._backends._asyncio", "asyncio", "checkpoints.memory", "jsonschema", "logging",
+        "networkx", "numpy", "pydantic", "pydantic_core", "sqlite_utils", "yaml",
+    )  # fmt: skip
+    script = (
+        "import sys\n"
+        "from graphflow.cli import main\n"
+        f"assert main(['threads', '--json', '--db', {cli.db!r}]) == 0\n"
+        f"print(sorted(m for m in {heavy!r} if m in sys.modules), file=sys.stderr)\n"
+    )
+    proc = subprocess.run([sys.executable, "-c", script], cwd=cli.cwd, capture_output=True,
+                          text=True, timeout=60)  # fmt: skip
+    assert proc.returncode == 0, proc.stderr
+    assert json.loads(proc.stdout)[0]["thread_id"] == "t1"
+    assert proc.stderr.strip().splitlines()[-1] == "[]"
