@@ -4,6 +4,7 @@ codes, no short flag used twice, and what ``--help`` and ``threads`` import."""
 from __future__ import annotations
 
 import json
+import sqlite3
 import subprocess
 import sys
 from typing import Any, get_args
@@ -181,6 +182,18 @@ def test_a_store_error_names_the_database(cli: Cli) -> None:
     assert repr(cli.db) in got.error and "not a graphflow database" in got.error
 
 
+def test_an_sqlite_error_is_about_the_database(cli: Cli, monkeypatch: pytest.MonkeyPatch) -> None:
+    cli.start("t1")
+
+    def failing(*args: Any, **kwargs: Any) -> Any:
+        raise sqlite3.OperationalError("disk I/O error")
+
+    monkeypatch.setattr("graphflow.cli.load.store_graph", failing)
+    got = cli("show", "t1")
+    assert got.code == 1
+    assert got.error == f"graphflow: error: cannot use database {cli.db!r}: disk I/O error"
+
+
 def test_keyboard_interrupt_is_one_line_and_130(cli: Cli, monkeypatch: pytest.MonkeyPatch) -> None:
     cli.start("t1")
 
@@ -234,6 +247,19 @@ def test_help_imports_click_and_the_cli_only(cli: Cli) -> None:
     others = {m.partition(".")[0] for m in loaded} - {"graphflow", "click"}
     heavy = {"pydantic", "pydantic_core", "networkx", "sqlite_utils", "anyio", "msgpack", "yaml"}
     assert not others & heavy, sorted(others)
+
+
+def test_help_imports_neither_sqlite3_nor_json(cli: Cli) -> None:
+    script = (
+        "import sys\n"
+        "from graphflow.cli import main\n"
+        "main(['--help'])\n"
+        "print(sorted(m for m in ('json', 'sqlite3') if m in sys.modules), file=sys.stderr)\n"
+    )
+    proc = subprocess.run([sys.executable, "-c", script], cwd=cli.cwd, capture_output=True,
+                          text=True, timeout=60)  # fmt: skip
+    assert proc.returncode == 0 and proc.stdout.startswith("Usage: graphflow ")
+    assert proc.stderr.strip().splitlines()[-1] == "[]"
 
 
 def test_threads_imports_no_engine(cli: Cli) -> None:
