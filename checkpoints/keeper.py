@@ -9,15 +9,15 @@ that ends before a third of its TTL has passed (most do) costs a dictionary inse
 The keeper calls ``store.renew_lease`` on an event loop of its own, so a checkpointer must
 accept calls from another thread (ours do: SQLite serializes them on its connection lock).
 A checkpointer that opens files starts the keeper's thread as it opens them (``start``), so
-that the thread gets going while the process waits for the disk, not while it computes.
+that the thread gets going while the process waits for the disk, not while it computes. It
+imports asyncio when a first lease is due (logging when a renewal fails): a process that
+only reads a store, such as ``graphflow threads``, imports neither.
 """
 
 from __future__ import annotations
 
 import _thread
-import asyncio  # noqa: TID251 - the keeper thread's private loop (stores' methods are async)
 import itertools
-import logging
 import os
 import threading
 import time
@@ -29,9 +29,9 @@ from checkpoints.errors import LeaseLostError
 from checkpoints.models import ThreadId
 
 if TYPE_CHECKING:
-    from checkpoints import Checkpointer
+    import asyncio  # noqa: TID251 - the keeper thread's private loop
 
-log = logging.getLogger("checkpoints.leases")
+    from checkpoints import Checkpointer
 
 
 @dataclass(slots=True)
@@ -105,6 +105,8 @@ class LeaseKeeper:
                 for _, x in due:
                     x.due = now + x.ttl / 3
             if loop is None:
+                import asyncio  # noqa: TID251 - a private loop (stores' methods are async)
+
                 loop = asyncio.new_event_loop()
             for key, x in due:
                 try:
@@ -114,7 +116,11 @@ class LeaseKeeper:
                 except LeaseLostError:
                     self.drop(key)  # released or taken over: the run's next commit says so
                 except Exception:  # a busy or broken store: try again at the next due time
-                    log.warning("renewing thread %r's lease failed", x.thread_id, exc_info=True)
+                    import logging
+
+                    logging.getLogger("checkpoints.leases").warning(
+                        "renewing thread %r's lease failed", x.thread_id, exc_info=True
+                    )
 
 
 _KEEPER = [LeaseKeeper()]

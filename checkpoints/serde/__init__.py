@@ -38,9 +38,14 @@ by ``model_construct`` (fields, extras, fields set; private attributes get their
 dataclasses by setting their fields on a new instance (missing fields get their defaults).
 """
 
+from checkpoints.models import TaskSpec as _TaskSpec
 from checkpoints.serde.decode import loads
 from checkpoints.serde.encode import checksum, dumps
 from checkpoints.serde.registry import DecodeError, is_registered, register, registered_name
+
+# The package's own stored class, registered wherever serde can load: a process that imports
+# one store module (the package's ``__init__`` imports nothing) still revives it.
+register(_TaskSpec, name="checkpoints.TaskSpec")
 
 __all__ = [
     "DecodeError",

@@ -13,7 +13,6 @@ from uuid import UUID
 from zoneinfo import ZoneInfo
 
 import msgpack
-from pydantic import BaseModel
 
 from checkpoints.errors import SerializationError
 from checkpoints.serde.registry import (
@@ -33,6 +32,7 @@ from checkpoints.serde.registry import (
     TAGS,
     Unstorable,
     by_class,
+    is_model_class,
     zone_file,
     zones,
 )
@@ -183,7 +183,7 @@ class _Encoder:
             return msgpack.ExtType(CODE_UUID, obj.bytes)
         if cls is Decimal:
             return msgpack.ExtType(CODE_DECIMAL, str(obj).encode("ascii"))
-        if isinstance(obj, enum.Enum | BaseModel) or dataclasses.is_dataclass(obj):
+        if isinstance(obj, enum.Enum) or is_model_class(cls) or dataclasses.is_dataclass(obj):
             hint = "register it with checkpoints.serde.register or convert it to plain data"
             raise Unstorable(obj, hint)
         raise Unstorable(

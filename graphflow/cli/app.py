@@ -8,7 +8,6 @@ errors that click finds are printed on one line as well, instead of click's usag
 from __future__ import annotations
 
 import errno
-import sqlite3
 import sys
 from collections.abc import Sequence
 from typing import Any
@@ -72,9 +71,9 @@ class _Graphflow(click.Group):
             if e.errno == errno.EPIPE:  # the reader of stdout went away: click exits quietly
                 raise
             raise CliError(_about_db(ctx, e)) from e
-        except sqlite3.Error as e:
-            raise CliError(_about_db(ctx, e)) from e
         except Exception as e:
+            if _is_sqlite_error(e):
+                raise CliError(_about_db(ctx, e)) from e
             raise _failure(ctx, e) from e
 
     def main(  # type: ignore[override]
@@ -107,6 +106,13 @@ class _Graphflow(click.Group):
         if standalone_mode:
             sys.exit(code)
         return code
+
+
+def _is_sqlite_error(error: Exception) -> bool:
+    """Whether ``error`` is an ``sqlite3.Error``, looked up rather than imported: one exists
+    only once sqlite3 was imported, and ``graphflow --help`` does not import it."""
+    sqlite3 = sys.modules.get("sqlite3")
+    return sqlite3 is not None and isinstance(error, sqlite3.Error)
 
 
 def _about_db(ctx: click.Context, error: BaseException) -> str:

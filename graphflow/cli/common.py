@@ -6,7 +6,6 @@ nothing of the engine or the store.
 
 from __future__ import annotations
 
-import json
 import os
 import sys
 from collections.abc import Callable
@@ -103,6 +102,8 @@ def json_option(fn: F) -> F:
 
 def print_json(document: Any) -> None:
     """Print ``document`` (already made of JSON types: see ``graphflow.cli.encode``)."""
+    import json  # (here: ``graphflow --help`` does not import it)
+
     click.echo(json.dumps(document, ensure_ascii=False, allow_nan=False))
 
 
@@ -117,6 +118,8 @@ def graph_option(required: bool) -> Callable[[F], F]:
 
 def parse_json(text: str, option: str) -> Any:
     """``text`` parsed as JSON; a usage error (exit 2) naming ``option`` otherwise."""
+    import json
+
     try:
         return json.loads(text)
     except ValueError as e:

@@ -46,9 +46,14 @@ def store(path: str) -> SqliteCheckpointer:
 
 
 def call(fn: Callable[..., Awaitable[T]], *args: Any) -> T:
-    """Run one async store call on a private event loop, its I/O inline (as the sync API
-    does): for listings that need no ``CompiledGraph`` (and so no engine import)."""
-    import anyio
+    """Run one async call of the SQLite store, its I/O inline (as the sync API does): for
+    listings that need no ``CompiledGraph`` (and so no engine import).
+
+    With inline I/O the store's calls never suspend, so the call runs to its end here,
+    without an event loop, which would cost a new process some 40 ms of imports (asyncio
+    and anyio's backend). A call that does suspend is a bug: it raises ``RuntimeError``.
+    """
+    import contextvars
 
     from checkpoints.blocking import inline_io
 
@@ -56,7 +61,17 @@ def call(fn: Callable[..., Awaitable[T]], *args: Any) -> T:
         inline_io.set(True)
         return await fn(*args)
 
-    return anyio.run(run)
+    coroutine = run()
+    try:
+        contextvars.copy_context().run(coroutine.send, None)  # (inline_io is set in there)
+    except StopIteration as done:
+        result: T = done.value
+        return result
+    coroutine.close()
+    raise RuntimeError(
+        f"{getattr(fn, '__qualname__', fn)!s} waited for an event loop: load.call runs only "
+        "store calls that never suspend"
+    )
 
 
 def graph(ref: str) -> CompiledGraph:

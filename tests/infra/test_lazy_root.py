@@ -1,4 +1,5 @@
 """``import graphflow`` alone imports no engine; the first public name loads the whole API.
+``import checkpoints`` alone imports none of its modules; each name loads its own.
 
 A light submodule (``graphflow.cli`` for ``graphflow --help``) must not pay for the engine;
 a user of ``graphflow.X`` gets exactly what an eager import gave.
@@ -72,3 +73,40 @@ def test_the_builder_alone_compiles() -> None:
         "print(g.add_edge('a', '__end__').compile().invoke({'x': 0}).state)"
     )
     assert _run(code) == "{'x': 1}"
+
+
+def test_importing_checkpoints_loads_no_submodule_and_a_name_only_its_own() -> None:
+    """``checkpoints`` binds each public name from its module on first use: a process that
+    opens a SQLite store pays for neither ``MemoryCheckpointer`` nor the unused rest."""
+    code = (
+        "import sys, checkpoints\n"
+        "print(sorted(m for m in sys.modules if m.startswith('checkpoints.')))\n"
+        "from checkpoints import CheckpointError\n"
+        "print(sorted(m for m in sys.modules if m.startswith('checkpoints.')))\n"
+        "from checkpoints import SqliteCheckpointer\n"
+        "print('checkpoints.sqlite' in sys.modules, 'checkpoints.memory' in sys.modules)"
+    )
+    assert _run(code).splitlines() == ["[]", "['checkpoints.errors']", "True False"]
+
+
+def test_checkpoints_names_star_import_serde_and_dir() -> None:
+    code = (
+        "import checkpoints\n"
+        "print(checkpoints.serde.loads(checkpoints.serde.dumps(checkpoints.TaskSpec('t', 'n'))))\n"
+        "ns = {}\n"
+        "exec('from checkpoints import *', ns)\n"
+        "print(sorted(n for n in ns if n != '__builtins__') == checkpoints.__all__,\n"
+        "      set(checkpoints.__all__) <= set(dir(checkpoints)))"
+    )
+    assert _run(code).splitlines() == [
+        "TaskSpec(id='t', node='n', has_arg=False, arg=None)",
+        "True True",
+    ]
+    import checkpoints
+
+    try:
+        checkpoints.no_such_name  # noqa: B018
+    except AttributeError as e:
+        assert "no_such_name" in str(e)
+    else:  # pragma: no cover
+        raise AssertionError("no AttributeError")

@@ -4,6 +4,7 @@ codes, no short flag used twice, and what ``--help`` and ``threads`` import."""
 from __future__ import annotations
 
 import json
+import sqlite3
 import subprocess
 import sys
 from typing import Any, get_args
@@ -181,6 +182,18 @@ def test_a_store_error_names_the_database(cli: Cli) -> None:
     assert repr(cli.db) in got.error and "not a graphflow database" in got.error
 
 
+def test_an_sqlite_error_is_about_the_database(cli: Cli, monkeypatch: pytest.MonkeyPatch) -> None:
+    cli.start("t1")
+
+    def failing(*args: Any, **kwargs: Any) -> Any:
+        raise sqlite3.OperationalError("disk I/O error")
+
+    monkeypatch.setattr("graphflow.cli.load.store_graph", failing)
+    got = cli("show", "t1")
+    assert got.code == 1
+    assert got.error == f"graphflow: error: cannot use database {cli.db!r}: disk I/O error"
+
+
 def test_keyboard_interrupt_is_one_line_and_130(cli: Cli, monkeypatch: pytest.MonkeyPatch) -> None:
     cli.start("t1")
 
@@ -236,6 +249,19 @@ def test_help_imports_click_and_the_cli_only(cli: Cli) -> None:
     assert not others & heavy, sorted(others)
 
 
+def test_help_imports_neither_sqlite3_nor_json(cli: Cli) -> None:
+    script = (
+        "import sys\n"
+        "from graphflow.cli import main\n"
+        "main(['--help'])\n"
+        "print(sorted(m for m in ('json', 'sqlite3') if m in sys.modules), file=sys.stderr)\n"
+    )
+    proc = subprocess.run([sys.executable, "-c", script], cwd=cli.cwd, capture_output=True,
+                          text=True, timeout=60)  # fmt: skip
+    assert proc.returncode == 0 and proc.stdout.startswith("Usage: graphflow ")
+    assert proc.stderr.strip().splitlines()[-1] == "[]"
+
+
 def test_threads_imports_no_engine(cli: Cli) -> None:
     cli.start("t1")
     argv = ["threads", "--json", "--db", cli.db]
@@ -245,3 +271,26 @@ def test_threads_imports_no_engine(cli: Cli) -> None:
     graphflow = [m for m in loaded if m.startswith("graphflow.")]
     assert all(m.startswith("graphflow.cli") for m in graphflow), graphflow
     assert not {"networkx", "sqlite_utils"} & {m.partition(".")[0] for m in loaded}
+
+
+def test_threads_loads_no_pydantic_event_loop_or_memory_store(cli: Cli) -> None:
+    """Listing threads reads the store's index only: neither pydantic (serde looks models
+    up, it never imports them), nor an event loop (the store's read never suspends), nor
+    the MemoryCheckpointer (the package binds names on first use), nor the engine's
+    libraries (over 100 ms of a new process together)."""
+    cli.start("t1")
+    heavy = (
+        "anyio._backends._asyncio", "asyncio", "checkpoints.memory", "jsonschema", "logging",
+        "networkx", "numpy", "pydantic", "pydantic_core", "sqlite_utils", "yaml",
+    )  # fmt: skip
+    script = (
+        "import sys\n"
+        "from graphflow.cli import main\n"
+        f"assert main(['threads', '--json', '--db', {cli.db!r}]) == 0\n"
+        f"print(sorted(m for m in {heavy!r} if m in sys.modules), file=sys.stderr)\n"
+    )
+    proc = subprocess.run([sys.executable, "-c", script], cwd=cli.cwd, capture_output=True,
+                          text=True, timeout=60)  # fmt: skip
+    assert proc.returncode == 0, proc.stderr
+    assert json.loads(proc.stdout)[0]["thread_id"] == "t1"
+    assert proc.stderr.strip().splitlines()[-1] == "[]"
