@@ -15,7 +15,7 @@ They need ``pytest`` and ``anyio``. A backend runs them all like this::
 
 One module per section of the protocol: ``leases`` (threads and leases), ``commits``
 (the commit and which error wins), ``reads`` (checkpoints, channels, tasks, memos),
-``listing`` (listing threads), ``records`` (pauses, answers,
+``listing`` (listing, paging and counting threads), ``records`` (pauses, answers,
 decisions, dispatches), ``runnable`` (the runnable index of workers); ``support`` holds what
 they share.
 """
@@ -50,6 +50,10 @@ CHECKS: list[Check] = [
     records.check_dispatch_claim_once,
     listing.check_list_threads,
     listing.check_list_threads_refuses_an_unknown_status,
+    listing.check_pages_concatenate_to_the_listing,
+    listing.check_paging_while_threads_change,
+    listing.check_count_threads,
+    listing.check_listing_refuses_bad_arguments,
     leases.check_commit_takes_and_gives_up_the_lease,
     leases.check_resume_thread,
     *runnable.CHECKS,
