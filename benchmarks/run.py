@@ -14,6 +14,9 @@ report as it goes, and ends with one table of every figure: ``DIR/results.json``
   each a new process;
 - ``evidence_verify``: ``verify`` of 100,000 evidence events (target under 5 s) and the
   latency of one durable append;
+- ``paused_threads``: 100,000 paused threads in one SQLite file: the first page of 100
+  (target under 2 ms), counting them (under 20 ms), the full listing, unpaged and paged
+  (under 50 ms), and the bytes per paused thread;
 - ``w7_approval``: W7, an approval flow across processes, graphflow with evidence on and off
   vs LangGraph (skipped, with a note in the table, when LangGraph is not installed:
   ``pip install -e '.[bench]'``);
@@ -54,6 +57,7 @@ BENCHMARKS: dict[str, tuple[list[str], list[str]]] = {
     "agent_pipeline": ([], ["--reps", "60"]),
     "cli_startup": ([], ["--runs", "5"]),
     "evidence_verify": ([], ["--appends", "100"]),
+    "paused_threads": ([], ["--threads", "10000", "--reps", "3"]),
     "w7_approval": ([], ["--reps", "3"]),
     "w8_worker": ([], ["--threads", "100", "--reps", "1"]),
     "w1_durability": ([], ["--reps", "3"]),

@@ -58,12 +58,44 @@ from checkpoints.models import (
     ThreadInfo,
     ThreadRecord,
     ThreadStatus,
+    check_thread_status,
 )
 
 
 def first_error(*found: Exception | None) -> Exception | None:
     """The error that wins among those found (given in the order of the rule above)."""
     return next((e for e in found if e is not None), None)
+
+
+def check_listing(status: object, limit: object = None, after: object = None) -> ValueError | None:
+    """The error for arguments of ``list_threads`` (of ``count_threads``, with the defaults)
+    that are not values of their type, naming the argument (None if they are); a backend
+    raises it before it reads anything (see ``Checkpointer.list_threads``)."""
+    if status is not None:
+        try:
+            check_thread_status(status)
+        except ValueError as e:
+            return e
+    if limit is not None and (type(limit) is not int or limit < 1):
+        return ValueError(
+            f"limit must be a positive int (the most threads a page holds) or None, "
+            f"not {limit!r:.80}"
+        )
+    if after is None:
+        return None
+    if type(after) is not str:
+        return ValueError(
+            "after must be a cursor: the thread_id (a str) of the last thread of the "
+            f"previous page, or None; not {after!r:.80}"
+        )
+    try:
+        after.encode("utf-8")
+    except UnicodeEncodeError:
+        return ValueError(
+            f"after {after!r:.80} is not a cursor of the thread-id order: no thread id "
+            "holds text that cannot be encoded as UTF-8"
+        )
+    return None
 
 
 def check_dispatch_outcome(status: object) -> ValueError | None:
@@ -127,10 +159,48 @@ class Checkpointer(Protocol):
         """
         ...
 
-    async def list_threads(self, status: ThreadStatus | None = None) -> list[ThreadInfo]:
-        """Threads (optionally of one status), most recently updated first, from an index.
+    async def list_threads(
+        self,
+        status: ThreadStatus | None = None,
+        *,
+        limit: int | None = None,
+        after: str | None = None,
+    ) -> list[ThreadInfo]:
+        """Threads (optionally of one status), from an index (no scan of checkpoints).
 
-        Raises ``ValueError`` for a ``status`` that is not a ``ThreadStatus``.
+        Without ``limit`` and ``after``: every thread, most recently updated first. With
+        either, a page in **thread-id order** (the code-point order of ``thread_id``, which
+        is SQLite's order of its UTF-8 bytes): the threads whose id sorts after the cursor
+        ``after`` (from the first when None), at most ``limit`` of them (all when None).
+        The cursor of a page is the ``thread_id`` of its last thread; pass it as ``after``
+        to get the next page. A page shorter than ``limit`` is the last one.
+
+        A thread's place in the order never moves, so paging while threads are added and
+        others change status returns exactly once each thread that existed from the first
+        page to the last (with ``status``: that had the status all along), and no thread
+        twice; a thread added (or changed to the status) meanwhile is seen when its id
+        sorts after the cursor. (An order by update time would move a thread that changes
+        behind or ahead of the cursor: missed, or seen twice.)
+
+        Damage (``CorruptCheckpointError``): every thread read is checked; a listing, and a
+        page holding a whole range (from the first thread, shorter than ``limit``), is
+        compared with the count too. A page of part of a range cannot be: a thread whose
+        stored id or status was damaged has moved out of it unseen.
+
+        Raises ``ValueError``, before anything is read, for a ``status`` that is not a
+        ``ThreadStatus``, a ``limit`` that is not a positive ``int``, or an ``after`` that
+        is not a cursor (a ``str`` a thread id can be: encodable as UTF-8); see
+        ``check_listing``.
+        """
+        ...
+
+    async def count_threads(self, status: ThreadStatus | None = None) -> int:
+        """How many threads there are (of one status): what ``list_threads(status)``
+        would return as many of, from counts kept as threads are created and change
+        status (no scan: the same time at any number of threads).
+
+        Raises ``ValueError`` for a ``status`` that is not a ``ThreadStatus``;
+        ``CorruptCheckpointError`` when a stored count is damaged.
         """
         ...
 

@@ -25,6 +25,7 @@ from checkpoints.errors import (
     never_claimed,
 )
 from checkpoints.lease import lease_free
+from checkpoints.listing_memory import MemoryListing
 from checkpoints.models import (
     AnswerRecord,
     CallId,
@@ -38,10 +39,7 @@ from checkpoints.models import (
     TaskId,
     TaskRecord,
     ThreadId,
-    ThreadInfo,
     ThreadRecord,
-    ThreadStatus,
-    check_thread_status,
     now,
 )
 from checkpoints.runnable_memory import MemoryRunnable
@@ -51,7 +49,7 @@ def _dump(value: Any, key: str) -> bytes:
     return serde.dumps(value, key=key)
 
 
-class MemoryCheckpointer(MemoryRunnable):
+class MemoryCheckpointer(MemoryListing, MemoryRunnable):
     """A ``Checkpointer`` that keeps everything in this process's memory."""
 
     def __init__(self) -> None:
@@ -69,6 +67,7 @@ class MemoryCheckpointer(MemoryRunnable):
         self._decisions: dict[str, list[tuple[DecisionRecord, bytes | None]]] = {}
         self._dispatch: dict[tuple[str, str], tuple[DispatchRecord, bytes]] = {}
         self._marks = {}  # the runnable index (runnable_memory)
+        self._ids, self._by_status = [], {}  # sorted thread ids: all, by status (listing_memory)
 
     async def setup(self) -> None:
         """Nothing to create."""
@@ -89,6 +88,7 @@ class MemoryCheckpointer(MemoryRunnable):
         if rec is None:
             rec = ThreadRecord(thread_id, "running", None, graph_name=graph_name)
             self._threads[thread_id] = rec
+            self._index(thread_id, None, rec.status)
         elif not lease_free(rec.lease_owner, rec.lease_expires_at, owner, t):
             raise LeaseHeldError(thread_id, rec.lease_owner)
         rec.lease_owner = owner
@@ -131,16 +131,10 @@ class MemoryCheckpointer(MemoryRunnable):
         point.thread = await self.acquire_lease(thread_id, owner, ttl)
         return point
 
-    async def list_threads(self, status: ThreadStatus | None = None) -> list[ThreadInfo]:
-        if status is not None:
-            check_thread_status(status)
-        recs = [r for r in self._threads.values() if status is None or r.status == status]
-        recs.sort(key=lambda r: (r.updated_at, r.thread_id), reverse=True)
-        return [ThreadInfo.from_record(r) for r in recs]
-
     # -- commit ----------------------------------------------------------------------------
     async def commit(self, thread_id: ThreadId, owner: str, batch: CommitBatch) -> None:
         rec = self._threads.get(thread_id)
+        before = rec.status if rec is not None else None
         take = batch.acquire_ttl is not None
         if take:
             if rec is not None and not lease_free(
@@ -196,6 +190,7 @@ class MemoryCheckpointer(MemoryRunnable):
         if batch.release:
             rec.lease_owner = rec.lease_expires_at = None
         self._threads[thread_id] = rec
+        self._index(thread_id, before, rec.status)
         self.runnable_after_commit(thread_id, batch)
 
     # -- reads -----------------------------------------------------------------------------

@@ -15,7 +15,7 @@ from typing import Any, get_args
 
 import anyio
 
-from checkpoints.base import Checkpointer
+from checkpoints.base import Checkpointer, check_listing
 from checkpoints.errors import CorruptCheckpointError
 from checkpoints.models import DecisionRecord, ThreadId, ThreadInfo, ThreadStatus
 from graphflow import _sync, builder
@@ -29,7 +29,6 @@ from graphflow.evidence import EvidenceLog
 from graphflow.spec import GraphSpec
 from graphflow.types import Event, Pause, RunResult, StateSnapshot, StreamMode
 
-THREAD_STATUSES: tuple[str, ...] = get_args(ThreadStatus)
 STREAM_MODES: tuple[str, ...] = get_args(StreamMode)
 
 
@@ -226,14 +225,26 @@ class CompiledGraph:
         recs = await store.get_pauses(th.thread_id, list(th.pending_pause_ids))
         return [pause_from_record(r) for r in recs]
 
-    async def alist_threads(self, status: ThreadStatus | None = None) -> list[ThreadInfo]:
-        """Threads in the store, optionally of one status, from an index."""
-        if status is not None and status not in THREAD_STATUSES:
-            raise InvalidArgumentError(
-                f"status must be one of {list(THREAD_STATUSES)} or None, not {status!r}"
-            )
+    async def alist_threads(
+        self,
+        status: ThreadStatus | None = None,
+        *,
+        limit: int | None = None,
+        after: str | None = None,
+    ) -> list[ThreadInfo]:
+        """Threads (of one status), from an index, most recently updated first; with ``limit``
+        or ``after``, a page in thread-id order after the cursor (``Checkpointer.list_threads``)."""
+        if (bad := check_listing(status, limit, after)) is not None:
+            raise InvalidArgumentError(str(bad))
         store = await self._ready()
-        return await store.list_threads(status)
+        return await store.list_threads(status, limit=limit, after=after)
+
+    async def acount_threads(self, status: ThreadStatus | None = None) -> int:
+        """How many threads the store holds (of one status), from its counts (no scan)."""
+        if (bad := check_listing(status)) is not None:
+            raise InvalidArgumentError(str(bad))
+        store = await self._ready()
+        return await store.count_threads(status)
 
     async def asubmit(
         self,
@@ -368,6 +379,7 @@ class CompiledGraph:
     stream = _sync.sync_iter_method(astream, "stream")
     pending_pauses = _sync.sync_method(apending_pauses, "pending_pauses")
     list_threads = _sync.sync_method(alist_threads, "list_threads")
+    count_threads = _sync.sync_method(acount_threads, "count_threads")
     submit = _sync.sync_method(asubmit, "submit")
     list_decisions = _sync.sync_method(alist_decisions, "list_decisions")
     cancel = _sync.sync_method(acancel, "cancel")

@@ -17,7 +17,7 @@ from typing import Any
 
 import sniffio
 
-from checkpoints.base import check_dispatch_outcome, first_error
+from checkpoints.base import check_dispatch_outcome, check_listing, first_error
 from checkpoints.batch import CommitBatch
 from checkpoints.errors import CheckpointError, LeaseLostError, SerializationError, never_claimed
 from checkpoints.models import (
@@ -36,7 +36,6 @@ from checkpoints.models import (
     ThreadInfo,
     ThreadRecord,
     ThreadStatus,
-    check_thread_status,
     now,
 )
 from checkpoints.serde import dumps
@@ -174,17 +173,33 @@ class SqliteCheckpointer(SqliteRunnable):
 
         return await self._db.run(thread_id, run)
 
-    async def list_threads(self, status: ThreadStatus | None = None) -> list[ThreadInfo]:
+    async def list_threads(
+        self,
+        status: ThreadStatus | None = None,
+        *,
+        limit: int | None = None,
+        after: str | None = None,
+    ) -> list[ThreadInfo]:
         """Threads, most recently updated first (by status: a range of the status index),
-        counted against the number of threads of that status."""
-        if status is not None:
-            check_thread_status(status)
+        counted against the number of threads of that status; with ``limit`` or ``after``
+        a page in thread-id order (a range of ``threads_by_id`` from the cursor)."""
+        if (bad := check_listing(status, limit, after)) is not None:
+            raise bad
 
         def run(conn: sqlite3.Connection) -> list[ThreadInfo]:
             with read_txn(conn):
-                return reads.list_threads(conn, status)
+                if limit is None and after is None:
+                    return reads.list_threads(conn, status)
+                return reads.page_threads(conn, status, limit, after)
 
         return await self._db.run(None, run)
+
+    async def count_threads(self, status: ThreadStatus | None = None) -> int:
+        """How many threads there are (of one status), from the counts the triggers keep
+        (``gf_thread_counts``, each checked against its tally): one statement, no scan."""
+        if (bad := check_listing(status)) is not None:
+            raise bad
+        return await self._db.run(None, lambda conn: reads.count_threads(conn, status))
 
     # -- checkpoints and state -------------------------------------------------------------
     async def commit(self, thread_id: ThreadId, owner: str, batch: CommitBatch) -> None:

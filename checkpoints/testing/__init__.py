@@ -14,18 +14,20 @@ They need ``pytest`` and ``anyio``. A backend runs them all like this::
         await check(lambda: MyCheckpointer(...))  # a new, empty store per call
 
 One module per section of the protocol: ``leases`` (threads and leases), ``commits``
-(the commit and which error wins), ``reads`` (checkpoints, channels, tasks, memos, listing),
-``records`` (pauses, answers, decisions, dispatches), ``runnable`` (the runnable index of
-workers); ``support`` holds what they share.
+(the commit and which error wins), ``reads`` (checkpoints, channels, tasks, memos),
+``listing`` (listing, paging and counting threads), ``records`` (pauses, answers,
+decisions, dispatches), ``runnable`` (the runnable index of workers); ``support`` holds what
+they share.
 """
 
 from __future__ import annotations
 
-from checkpoints.testing import commits, leases, reads, records, runnable
+from checkpoints.testing import commits, leases, listing, reads, records, runnable
 from checkpoints.testing.support import Check, Factory
 
 __all__ = [
-    "CHECKS", "Check", "Factory", "commits", "leases", "reads", "records", "runnable",
+    "CHECKS", "Check", "Factory", "commits", "leases", "listing", "reads", "records",
+    "runnable",
 ]  # fmt: skip
 
 CHECKS: list[Check] = [
@@ -46,8 +48,12 @@ CHECKS: list[Check] = [
     records.check_decisions_append_only,
     records.check_decision_pause_id_and_extra,
     records.check_dispatch_claim_once,
-    reads.check_list_threads,
-    reads.check_list_threads_refuses_an_unknown_status,
+    listing.check_list_threads,
+    listing.check_list_threads_refuses_an_unknown_status,
+    listing.check_pages_concatenate_to_the_listing,
+    listing.check_paging_while_threads_change,
+    listing.check_count_threads,
+    listing.check_listing_refuses_bad_arguments,
     leases.check_commit_takes_and_gives_up_the_lease,
     leases.check_resume_thread,
     *runnable.CHECKS,

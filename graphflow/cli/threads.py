@@ -29,6 +29,17 @@ def _no_thread(thread: str, db: str) -> NotFound:
     return NotFound(f"no thread {thread!r} in database {db!r}; `graphflow threads` lists them")
 
 
+def _cursor(ctx: click.Context, param: click.Parameter, value: str | None) -> str | None:
+    """``--after``: a cursor of the thread-id order (text a thread id can be)."""
+    if value is not None:
+        from checkpoints.base import check_listing
+
+        bad = check_listing(None, None, value)
+        if bad is not None:
+            raise click.BadParameter(str(bad), ctx, param)
+    return value
+
+
 @click.command("threads")
 @click.option(
     "--status",
@@ -37,21 +48,56 @@ def _no_thread(thread: str, db: str) -> NotFound:
     type=click.Choice(THREAD_STATUSES),
     help="only threads of this status (repeatable)",
 )
+@click.option(
+    "--limit",
+    type=click.IntRange(min=1),
+    metavar="N",
+    help="a page of at most N threads, in thread-id order; ends with the next page's cursor",
+)
+@click.option(
+    "--after",
+    metavar="CURSOR",
+    callback=_cursor,
+    help="the threads after CURSOR in thread-id order (the cursor a page printed: its last id)",
+)
 @json_option
 @db_option
 @click.pass_context
 def threads_command(
-    ctx: click.Context, statuses: tuple[str, ...], as_json: bool, db: str | None
+    ctx: click.Context,
+    statuses: tuple[str, ...],
+    limit: int | None,
+    after: str | None,
+    as_json: bool,
+    db: str | None,
 ) -> None:
     """List threads, most recently updated first.
 
-    Shows each thread's status, pending pauses and last update."""
+    Shows each thread's status, pending pauses and last update. With --limit or --after,
+    a page in thread-id order instead (an order that stays put while threads change, so
+    that paging shows each thread once), then the cursor of the next page to pass as
+    --after (--json: {"threads": [...], "next_cursor": CURSOR or null})."""
     from graphflow.cli import load
 
     path = existing_database(ctx, db)
     ctx.meta["graphflow.db"] = path
     store = load.store(path)
-    if not statuses:
+    paged = limit is not None or after is not None
+    next_cursor: str | None = None
+    if paged:
+        import functools
+
+        # One more than a page: whether there is a next one. Of several statuses, the pages
+        # of each, merged in thread-id order.
+        page = functools.partial(
+            store.list_threads, limit=None if limit is None else limit + 1, after=after
+        )
+        found = [t for s in dict.fromkeys(statuses or (None,)) for t in load.call(page, s)]
+        found.sort(key=lambda t: t.thread_id)
+        if limit is not None and len(found) > limit:
+            found = found[:limit]
+            next_cursor = found[-1].thread_id
+    elif not statuses:
         found = load.call(store.list_threads, None)
     else:
         found = [t for s in dict.fromkeys(statuses) for t in load.call(store.list_threads, s)]
@@ -59,16 +105,22 @@ def threads_command(
     if as_json:
         from graphflow.cli.encode import encode
 
-        print_json(encode(found))
+        listed = encode(found)
+        print_json({"threads": listed, "next_cursor": next_cursor} if paged else listed)
         return
     if not found:
-        click.echo("no threads" + (f" with status {', '.join(statuses)}" if statuses else ""))
+        where = f" with status {', '.join(statuses)}" if statuses else ""
+        click.echo(f"no threads{where}" + (f" after {after!r}" if after is not None else ""))
         return
     from graphflow.cli.render import table, when
 
     rows = [(t.thread_id, t.status, str(t.pending_pauses), when(t.updated_at)) for t in found]
     for line in table(("THREAD", "STATUS", "PENDING PAUSES", "UPDATED"), rows):
         click.echo(line)
+    if next_cursor is not None:
+        import shlex
+
+        click.echo(f"next page: --after {shlex.quote(next_cursor)}")
 
 
 def _graph(ctx: click.Context, db: str | None, graph_ref: str | None) -> tuple[Any, str]:

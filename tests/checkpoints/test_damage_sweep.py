@@ -155,6 +155,11 @@ async def read_everything(path: Path, ids: dict[str, Any]) -> Iterator[tuple[str
         await read("get_thread t2", lambda: cp.get_thread(T2))
         for status in (None, "paused", "done", "running"):
             await read(f"list_threads {status}", lambda s=status: cp.list_threads(s))
+            await read(f"count_threads {status}", lambda s=status: cp.count_threads(s))
+            # A page of the whole range, which is counted. (A page of part of it is checked
+            # row by row: a row whose key was damaged has left it, and only a read of the
+            # whole range, counted, can tell.)
+            await read(f"page {status}", lambda s=status: cp.list_threads(s, limit=10))
         await read("head", lambda: cp.get_checkpoint(T1))
         await read("head t2", lambda: cp.get_checkpoint(T2))
         await read("newest of ns", lambda: cp.get_checkpoint(T1, NS))

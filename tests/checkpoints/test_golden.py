@@ -192,3 +192,26 @@ def test_the_schema_2_thread_finishes(copy_v2: Path) -> None:
     assert result.status == "done"
     assert result.state == {"log": [script.BIG, "a", "b"], "count": 1, "note": "c: yes"}
     anyio.run(cp.close)
+
+
+# -- every older schema ----------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("fixture", ["v1_paused.sqlite", "v2_paused.sqlite"])
+def test_a_migrated_store_pages_and_counts(fixture: str, tmp_path: Path) -> None:
+    """Files of older schemas gain the index of pages and the tallies of the counts: pages
+    and counts read them, and finishing the paused thread moves its count."""
+    path = tmp_path / fixture
+    shutil.copyfile(GOLDEN / fixture, path)
+    cp = SqliteCheckpointer(path)
+
+    async def look() -> tuple[object, ...]:
+        first = await cp.list_threads(limit=1)
+        rest = await cp.list_threads(limit=1, after=first[-1].thread_id)
+        counts = [await cp.count_threads(s) for s in (None, "paused", "done")]
+        return [i.thread_id for i in first + rest], *counts
+
+    assert anyio.run(look) == (["t1", "t2"], 2, 1, 1)
+    assert make_v1().graph(cp).invoke(None, thread_id="t1").status == "done"
+    assert anyio.run(look) == (["t1", "t2"], 2, 0, 2)
+    anyio.run(cp.close)

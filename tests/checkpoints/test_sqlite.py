@@ -20,6 +20,7 @@ from sqlite_utils import Database
 
 from checkpoints import (
     ChannelWrite,
+    CheckpointError,
     CheckpointRecord,
     CommitBatch,
     CorruptCheckpointError,
@@ -41,7 +42,7 @@ from checkpoints.lease import new_owner
 from checkpoints.models import CallId, CheckpointId, PauseId, TaskId, ThreadId, next_version
 from checkpoints.sqlite import durability, migrations
 from checkpoints.sqlite import wal as _wal
-from checkpoints.sqlite.reads import INFO_OF_STATUS
+from checkpoints.sqlite.reads import INFO_OF_STATUS, PAGES
 from checkpoints.sqlite.rows import checks as rows
 from checkpoints.testing import support as c
 
@@ -1009,8 +1010,79 @@ async def test_listing_1000_paused_threads(
         assert [row[-1] for row in plan] == [
             "SEARCH gf_threads USING COVERING INDEX threads_by_status (status=?)"
         ]
+        # Pages are in thread-id order, and counting reads no thread.
+        page = await cp.list_threads("paused", limit=100)
+        assert [i.thread_id for i in page] == sorted(i.thread_id for i in paused)[:100]
+        assert (
+            await cp.list_threads("paused", limit=100, after=page[-1].thread_id)
+            == sorted(paused, key=lambda i: i.thread_id)[100:200]
+        )
+        assert (await cp.count_threads("paused"), await cp.count_threads()) == (1000, 2000)
     finally:
         await cp.close()
+
+
+@pytest.mark.anyio
+async def test_a_page_is_one_range_of_an_index(cp: SqliteCheckpointer) -> None:
+    """A page of a status is a range of ``threads_by_id`` from the cursor; a page of all, a
+    range of the table's key: in order, nothing sorted, ``limit`` rows read."""
+    await cp.setup()
+    plans = {}
+    for key, sql in PAGES.items():
+        literal = sql.replace(":status", "'paused'").replace(":after", "'t'")
+        plan = await on_connection(cp, "EXPLAIN QUERY PLAN " + literal.replace(":limit", "9"))
+        plans[key] = [row[-1] for row in plan]
+    key_index = "SEARCH gf_threads USING INDEX sqlite_autoindex_gf_threads_1"
+    assert plans == {
+        (False, False): [key_index.replace("SEARCH", "SCAN")],
+        (False, True): [f"{key_index} (thread_id>?)"],
+        (True, False): ["SEARCH gf_threads USING INDEX threads_by_id (status=?)"],
+        (True, True): ["SEARCH gf_threads USING INDEX threads_by_id (status=? AND thread_id>?)"],
+    }
+
+
+@pytest.mark.anyio
+async def test_a_damaged_count_is_refused_and_stays_so(cp: SqliteCheckpointer, path: Path) -> None:
+    """``count_threads`` has no rows to compare a count with: each count carries a tally (its
+    status and number as text), so a count edited behind the store's back is damage, and a
+    later status change, which moves counts only while they agree, does not mend it."""
+    owner = new_owner()
+    for tid in ("a", "b"):
+        await cp.acquire_lease(ThreadId(tid), owner, 60.0)
+        await cp.commit(ThreadId(tid), owner, CommitBatch(thread=ThreadUpdate("paused")))
+    assert (await cp.count_threads("paused"), await cp.count_threads()) == (2, 2)
+    assert await raw(path, "SELECT status, n, tally FROM gf_thread_counts ORDER BY status") == [
+        ("paused", 2, "paused:2"), ("running", 0, "running:0"),
+    ]  # fmt: skip
+    await raw(path, "UPDATE gf_thread_counts SET n = 3 WHERE status = 'paused'")
+    for status in ("paused", None, "running"):
+        with pytest.raises(CorruptCheckpointError, match="threads of status 'paused' is damaged"):
+            await cp.count_threads(status)
+    await cp.commit(ThreadId("a"), owner, CommitBatch(thread=ThreadUpdate("done")))
+    assert await raw(path, "SELECT n, tally FROM gf_thread_counts WHERE status = 'paused'") == [
+        (3, "paused:2")
+    ]
+    with pytest.raises(CorruptCheckpointError):
+        await cp.count_threads("paused")
+    with pytest.raises(CorruptCheckpointError):
+        await cp.list_threads("done")
+
+
+@pytest.mark.anyio
+async def test_bad_listing_arguments_are_refused_before_the_file_is_read(path: Path) -> None:
+    path.write_bytes(b"not a checkpoint store " * 200)
+    store = SqliteCheckpointer(path)
+    try:
+        with pytest.raises(ValueError, match="limit must be a positive int"):
+            await store.list_threads("paused", limit=0)
+        with pytest.raises(ValueError, match="after must be a cursor"):
+            await store.list_threads(after=7)  # type: ignore[arg-type]
+        with pytest.raises(ValueError, match="status"):
+            await store.count_threads("bogus")  # type: ignore[arg-type]
+        with pytest.raises(CheckpointError):  # what reading it says
+            await store.list_threads(limit=1)
+    finally:
+        await store.close()
 
 
 # -- records that need no other test -----------------------------------------------------------

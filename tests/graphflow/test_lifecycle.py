@@ -16,6 +16,7 @@ from checkpoints import (
     MemoryCheckpointer,
     SerializationError,
     SqliteCheckpointer,
+    StorePathError,
 )
 from graphflow import (
     END,
@@ -137,6 +138,59 @@ def test_list_threads_refuses_an_unknown_status(store: Checkpointer) -> None:
     g = _chain(store, lambda s: {})
     with pytest.raises(InvalidArgumentError, match="'bogus'"):
         g.list_threads(status="bogus")  # type: ignore[arg-type]
+    with pytest.raises(InvalidArgumentError, match="'bogus'"):
+        g.count_threads(status="bogus")  # type: ignore[arg-type]
+
+
+def _asking(store: Checkpointer) -> Any:
+    b = StateGraph(S).add_node("ask", lambda s: {"x": interrupt("ok?")})
+    return b.add_edge(START, "ask").add_edge("ask", END).compile(checkpointer=store)
+
+
+def test_threads_are_paged_in_thread_id_order_and_counted(store: Checkpointer) -> None:
+    g = _asking(store)
+    ids = ["t5", "t1", "t10", "a", "t3", "b2", "t2"]
+    for tid in ids:
+        assert g.invoke({}, thread_id=tid).status == "paused"
+    g.cancel("t3", reason="not needed")
+    assert [t.thread_id for t in g.list_threads()][:2] == ["t3", "t2"]  # newest first, as before
+    pages = [g.list_threads(limit=3)]
+    while len(pages[-1]) == 3:
+        pages.append(g.list_threads(limit=3, after=pages[-1][-1].thread_id))
+    assert [[t.thread_id for t in page] for page in pages] == [
+        ["a", "b2", "t1"], ["t10", "t2", "t3"], ["t5"],
+    ]  # fmt: skip
+    assert [t.thread_id for t in g.list_threads("paused", after="t10")] == ["t2", "t5"]
+    assert (g.count_threads(), g.count_threads("paused"), g.count_threads("done")) == (7, 6, 0)
+
+    async def from_async() -> tuple[list[str], int]:
+        page = await g.alist_threads("cancelled", limit=5)
+        return [t.thread_id for t in page], await g.acount_threads("cancelled")
+
+    assert anyio.run(from_async) == (["t3"], 1)
+
+
+@pytest.mark.parametrize(
+    ("arguments", "named"),
+    [
+        ({"limit": 0}, "limit"), ({"limit": -2}, "limit"), ({"limit": True}, "limit"),
+        ({"limit": "10"}, "limit"), ({"after": 5}, "after"), ({"after": "bad\udc80id"}, "after"),
+        ({"status": "paused", "limit": 1.5}, "limit"),
+    ],
+)  # fmt: skip
+def test_a_bad_page_is_refused_before_the_store_is_touched(
+    tmp_path: Path, arguments: dict[str, Any], named: str
+) -> None:
+    path = tmp_path / "not-a-store.db"
+    path.write_bytes(b"not a checkpoint store " * 100)
+    store = SqliteCheckpointer(path)
+    g = _asking(store)
+    with pytest.raises(InvalidArgumentError, match=named) as err:
+        g.list_threads(**arguments)
+    assert repr(arguments[named]) in str(err.value)
+    with pytest.raises(StorePathError):  # what touching it would have said
+        g.list_threads(limit=1)
+    anyio.run(store.close)
 
 
 # -- messages say what can be done here ------------------------------------------------------

@@ -5,8 +5,8 @@ applied in order, each recorded in the file's one ledger table (``ledger``). A f
 either fully migrated or left as it was: ``apply`` runs inside the caller's write
 transaction, and a migration must not commit.
 
-Adding one (say a new table): write ``m0003_NAME.py`` beside the others with ``NAME =
-"0003_NAME"`` and ``def migrate(db: Database) -> None`` (a ``sqlite_utils.Database`` on the
+Adding one (say a new table): write ``m0005_NAME.py`` beside the others with ``NAME =
+"0005_NAME"`` and ``def migrate(db: Database) -> None`` (a ``sqlite_utils.Database`` on the
 open connection; ``db.execute`` runs SQL), and append it to ``MIGRATIONS``. Nothing else:
 ``SCHEMA_VERSION`` follows, files of older versions migrate on their next write access, and
 the rows' codecs and reads of the new table go in ``rows`` and ``reads`` (a table whose rows
@@ -25,7 +25,13 @@ import sqlite3
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
-from checkpoints.sqlite.migrations import ledger, m0001_initial, m0002_checksums, m0003_runnable
+from checkpoints.sqlite.migrations import (
+    ledger,
+    m0001_initial,
+    m0002_checksums,
+    m0003_runnable,
+    m0004_paging,
+)
 
 __all__ = ["MIGRATIONS", "SCHEMA_VERSION", "apply", "pending"]
 
@@ -38,6 +44,7 @@ MIGRATIONS: tuple[Migration, ...] = (
     (m0001_initial.NAME, m0001_initial.migrate),
     (m0002_checksums.NAME, m0002_checksums.migrate),
     (m0003_runnable.NAME, m0003_runnable.migrate),
+    (m0004_paging.NAME, m0004_paging.migrate),
 )
 """Every migration, oldest first. Append only."""
 

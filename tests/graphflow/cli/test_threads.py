@@ -40,6 +40,50 @@ def test_threads_lists_and_filters(cli: Cli) -> None:
     assert cli("threads", "--status", "done").stdout == "no threads with status done\n"
 
 
+def test_threads_pages_in_thread_id_order_with_the_next_cursor(cli: Cli) -> None:
+    for thread in ("t3", "t1", "t2"):
+        cli.start(thread)
+    assert cli("cancel", "t2", "--reason", "not needed").code == 0
+    first = cli("threads", "--limit", "2", "--json").json()
+    assert [r["thread_id"] for r in first["threads"]] == ["t1", "t2"]
+    assert first["next_cursor"] == "t2"
+    assert set(first) == {"threads", "next_cursor"}
+    assert set(first["threads"][0]) == set(cli("threads", "--json").json()[0])  # fields as before
+    last = cli("threads", "--limit", "2", "--after", "t2", "--json").json()
+    assert ([r["thread_id"] for r in last["threads"]], last["next_cursor"]) == (["t3"], None)
+    exact = cli("threads", "--limit", "3", "--json").json()  # a full page that is the last
+    assert (len(exact["threads"]), exact["next_cursor"]) == (3, None)
+    rest = cli("threads", "--after", "t1", "--json").json()
+    assert ([r["thread_id"] for r in rest["threads"]], rest["next_cursor"]) == (["t2", "t3"], None)
+    paused = cli("threads", "--status", "paused", "--limit", "1", "--json").json()
+    assert ([r["thread_id"] for r in paused["threads"]], paused["next_cursor"]) == (["t1"], "t1")
+    both = cli("threads", "--status", "cancelled", "--status", "paused", "--limit", "2", "--json")
+    assert [r["thread_id"] for r in both.json()["threads"]] == ["t1", "t2"]
+    text = cli("threads", "--limit", "2")
+    assert text.code == 0 and text.stderr == ""
+    header, *lines = text.stdout.splitlines()
+    assert header.split() == ["THREAD", "STATUS", "PENDING", "PAUSES", "UPDATED"]
+    assert [line.split()[:2] for line in lines[:-1]] == [["t1", "paused"], ["t2", "cancelled"]]
+    assert lines[-1] == "next page: --after t2"
+    assert cli("threads", "--limit", "5", "--after", "t2").stdout.splitlines()[-1].startswith("t3")
+    assert cli("threads", "--after", "t3").stdout == "no threads after 't3'\n"
+
+
+def test_threads_refuses_a_bad_page(cli: Cli) -> None:
+    cli.start("t1")
+    for args, said in (
+        (["--limit", "0"], "Invalid value for '--limit': 0 is not in the range x>=1"),
+        (["--limit", "ten"], "Invalid value for '--limit': 'ten' is not a valid integer range"),
+        (["--limit", "-3", "--json"], "Invalid value for '--limit': -3 is not in the range"),
+        (["--after", "bad\udcffid"], "Invalid value for '--after': after 'bad\\udcffid' is not"
+                                      " a cursor of the thread-id order"),
+    ):  # fmt: skip
+        got = cli("threads", *args)
+        assert (got.code, got.stdout) == (2, ""), args
+        assert got.error.startswith(f"graphflow: error: {said}"), got.error
+        assert got.error.endswith("(see 'graphflow threads --help')")
+
+
 def test_show(cli: Cli) -> None:
     cli.start("t1")
     snap = cli("show", "t1", "--json").json()
