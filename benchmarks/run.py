@@ -22,6 +22,8 @@ report as it goes, and ends with one table of every figure: ``DIR/results.json``
   ``pip install -e '.[bench]'``);
 - ``w1_durability``: W1 (a chain of 50 steps) with ``durability="fsync"`` and ``"process"``
   vs a raw SQLite store at ``synchronous=NORMAL`` and ``FULL`` (paired ratios);
+- ``chat_history``: a 10,000-step chat loop: file size against a raw store that appends each
+  message, the longest step against the median, reading the latest state;
 - ``processes``: 1, 2 and 4 processes running threads on one SQLite file: p50/p99/longest
   thread latency and total throughput;
 - ``w8_worker``: W8, 1,000 answered threads resumed by one worker process at concurrency 1,
@@ -62,6 +64,7 @@ BENCHMARKS: dict[str, tuple[list[str], list[str]]] = {
     "w8_worker": ([], ["--threads", "100", "--reps", "1"]),
     "w1_durability": ([], ["--reps", "3"]),
     "processes": ([], ["--threads", "40", "--reps", "1"]),
+    "chat_history": ([], ["--steps", "1000"]),
 }
 
 

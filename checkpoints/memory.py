@@ -9,13 +9,14 @@ from __future__ import annotations
 
 import bisect
 import dataclasses
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from typing import Any
 
 from checkpoints import serde
 from checkpoints.base import check_dispatch_outcome, first_error
 from checkpoints.batch import CommitBatch
-from checkpoints.encoding import encode_batch, frontier_entry, load_value, missing_channel
+from checkpoints.channels_memory import MemoryChannels
+from checkpoints.encoding import encode_batch, frontier_entry, load_value
 from checkpoints.errors import (
     HeadConflictError,
     LeaseHeldError,
@@ -49,7 +50,7 @@ def _dump(value: Any, key: str) -> bytes:
     return serde.dumps(value, key=key)
 
 
-class MemoryCheckpointer(MemoryListing, MemoryRunnable):
+class MemoryCheckpointer(MemoryChannels, MemoryListing, MemoryRunnable):
     """A ``Checkpointer`` that keeps everything in this process's memory."""
 
     def __init__(self) -> None:
@@ -151,6 +152,8 @@ class MemoryCheckpointer(MemoryListing, MemoryRunnable):
         ns = batch.ns
         # Serialize everything first: a SerializationError leaves the store unchanged.
         enc = encode_batch(batch, blobs=False)
+        enc.channels = [(c, self._chunk_blob(thread_id, ns, c) if c.kind == "chunk" else blob)
+                        for c, blob in enc.channels]  # fmt: skip
         # Apply.
         if take:
             rec.lease_owner, rec.lease_expires_at = owner, now() + (batch.acquire_ttl or 0.0)
@@ -161,7 +164,8 @@ class MemoryCheckpointer(MemoryListing, MemoryRunnable):
             key = (thread_id, ns, m.checkpoint_id)
             self._memos.setdefault(key, {}).setdefault(m.task_id, {})[m.key] = blob
         for c, blob in enc.channels:
-            self._channels[(thread_id, ns, c.channel, c.version)] = (c.kind, c.base, blob)
+            base = c.version if c.kind == "chunk" else c.base  # (a chunk starts a chain)
+            self._channels[(thread_id, ns, c.channel, c.version)] = (c.kind, base, blob)
             if c.kind == "append" and c.base is not None:
                 chain = self._chains.setdefault((thread_id, ns, c.channel, c.base), [])
                 if c.version not in chain:
@@ -229,40 +233,6 @@ class MemoryCheckpointer(MemoryListing, MemoryRunnable):
         if limit is not None:
             ids = ids[:limit]
         return [self._revive_checkpoint(*table[i]) for i in ids]
-
-    async def load_channels(
-        self,
-        thread_id: ThreadId,
-        ns: str,
-        versions: Mapping[str, int],
-        bases: Mapping[str, tuple[int, int]],
-    ) -> dict[str, Any]:
-        out: dict[str, Any] = {}
-        for channel, version in versions.items():
-            base = bases.get(channel)
-            if base is None:
-                row = self._channels.get((thread_id, ns, channel, version))
-                if row is None:
-                    raise missing_channel(thread_id, channel, version)
-                out[channel] = load_value(row[2], thread_id, None, f"channel {channel!r}")
-                continue
-            base_v = base[0]
-            head = self._channels.get((thread_id, ns, channel, base_v))
-            if head is None or head[0] != "set":  # the chain's start is missing
-                raise missing_channel(thread_id, channel, base_v)
-            value = list(load_value(head[2], thread_id, None, f"channel {channel!r}"))
-            chain = self._chains.get((thread_id, ns, channel, base_v), [])
-            count = 0
-            for v in sorted(chain):
-                if v > version:
-                    break
-                row = self._channels[(thread_id, ns, channel, v)]
-                value.extend(load_value(row[2], thread_id, None, f"channel {channel!r}"))
-                count += 1
-            if count != base[1]:
-                raise missing_channel(thread_id, channel, version)
-            out[channel] = value
-        return out
 
     async def load_tasks(
         self, thread_id: ThreadId, ns: str, checkpoint_id: CheckpointId

@@ -46,8 +46,10 @@ tool call that needs a human's confirmation."""
 CheckpointSource = Literal["input", "loop", "update", "fork"]
 """What created a checkpoint: a new input, a finished step, ``update_state``, or a fork."""
 
-ChannelWriteKind = Literal["set", "append"]
-"""``set`` stores a channel's whole value; ``append`` stores items added to a list channel."""
+ChannelWriteKind = Literal["set", "append", "chunk"]
+"""``set`` stores a channel's whole value; ``append`` stores items added to a list channel;
+``chunk`` stores items added to a list channel and closes the chain of appends they extend:
+the store keeps the chain's items and these in one row, which later appends chain from."""
 
 DispatchStatus = Literal["claimed", "succeeded", "failed"]
 """A tool call's dispatch lifecycle: claimed before it runs, then its outcome."""
@@ -177,9 +179,13 @@ class ChannelWrite:
     version: int
     kind: ChannelWriteKind
     value: Any
-    """The whole value for ``set``; the list of appended items for ``append``."""
+    """The whole value for ``set``; the list of appended items for ``append`` and ``chunk``."""
     base: int | None = None
-    """For ``append``: the version of the ``set`` row the chain of appends starts from."""
+    """For ``append`` and ``chunk``: the version of the row (``set`` or ``chunk``) the chain
+    of appends starts from."""
+    count: int | None = None
+    """For ``chunk``: the number of appends of the chain it closes (checked by the store,
+    which never builds a chunk from a chain it finds damaged)."""
 
 
 @dataclass(slots=True)

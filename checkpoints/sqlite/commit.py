@@ -181,7 +181,9 @@ def commit(
     # gf_blobs inside the transaction); ``large`` lists their indexes.
     chans = []
     for c, blob in enc.channels:
-        base = c.version if c.kind == "set" or c.base is None else c.base
+        if c.kind == "chunk":  # (the rows it copies are immutable: read before the lock)
+            blob = reads.chunk_blob(conn, thread_id, ns, c)
+        base = c.version if c.kind != "append" or c.base is None else c.base
         chans.append((thread_id, ns, c.channel, c.version, c.kind, base, bytearray(blob),
                       checks.channel_crc(thread_id, ns, c.channel, c.version, c.kind, base,
                                          blob)))  # fmt: skip

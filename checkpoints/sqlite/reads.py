@@ -14,14 +14,17 @@ import sqlite3
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from checkpoints import chunks
 from checkpoints.encoding import load_value, missing_channel
 from checkpoints.errors import CorruptCheckpointError, head_missing
 from checkpoints.models import (
     THREAD_STATUSES,
+    ChannelWrite,
     CheckpointRecord,
     ThreadInfo,
     ThreadRecord,
 )
+from checkpoints.serde import dumps
 from checkpoints.sqlite.rows import checks, steps, threads
 
 THREAD = f"SELECT {threads.THREAD_COLS} FROM gf_threads WHERE thread_id = ?"
@@ -298,10 +301,20 @@ def read_channel(
         " AND base = ? AND version <= ? ORDER BY version"
     )
     found = conn.execute(sql, (thread_id, ns, channel, base[0], version)).fetchall()
-    if not found or found[0][1] != base[0]:  # the set row the chain starts from
+    if not found or found[0][1] != base[0]:  # the row the chain starts from
         raise missing_channel(thread_id, channel, base[0])
     blobs = steps.channel_blobs(thread_id, ns, channel, found, base[0])
     value = load_value(blobs[0], thread_id, None, what)
+    if found[0][0] == "chunk":  # the items before it are in the rows it links back to
+
+        def row_at(v: int) -> tuple[str, Any]:
+            row = conn.execute(START_ROW, (thread_id, ns, channel, v, v)).fetchone()
+            if row is None:
+                raise missing_channel(thread_id, channel, v)
+            [blob] = steps.channel_blobs(thread_id, ns, channel, [row], v)
+            return row[0], load_value(blob, thread_id, None, what)
+
+        value = chunks.start_value(thread_id, channel, base[0], "chunk", value, row_at)
     if type(value) is not list:
         raise checks.bad_shape(thread_id, None, what, "a list channel's value is not a list")
     for blob in blobs[1:]:
@@ -312,6 +325,36 @@ def read_channel(
     if len(found) - 1 != base[1]:
         raise missing_channel(thread_id, channel, version)
     return value
+
+
+START_ROW = (
+    f"SELECT {steps.CHANNEL_COLS} FROM gf_channels c LEFT JOIN gf_blobs b ON b.id = c.blob_id"
+    " WHERE thread_id = ? AND ns = ? AND channel = ? AND base = ? AND version = ?"
+)
+"""A chain's start row (a ``set`` or a ``chunk``: its base is its own version)."""
+CHAIN_APPENDS = (
+    f"SELECT {steps.CHANNEL_COLS} FROM gf_channels c LEFT JOIN gf_blobs b ON b.id = c.blob_id"
+    " WHERE thread_id = ? AND ns = ? AND channel = ? AND base = ? AND version > ?"
+    " AND version < ? ORDER BY version"
+)
+"""The appends of a chain, before a version."""
+
+
+def chunk_blob(conn: sqlite3.Connection, thread_id: str, ns: str, c: ChannelWrite) -> bytes:
+    """The stored bytes of a chunk write (``checkpoints.chunks``): the items of the chain
+    it closes, checked to be the ``c.count`` appends made, and its own."""
+    assert c.base is not None and c.count is not None
+    args = (thread_id, ns, c.channel, c.base, c.base, c.version)
+    found = conn.execute(CHAIN_APPENDS, args).fetchall()
+    chunks.check_chain(thread_id, c.channel, c.version, len(found), c.count)
+    what = f"channel {c.channel!r}"
+    appended = []
+    for blob in steps.append_blobs(thread_id, ns, c.channel, found, c.base):
+        part = load_value(blob, thread_id, None, what)
+        if type(part) is not list:
+            raise checks.bad_shape(thread_id, None, what, "appended items are not a list")
+        appended.append(part)
+    return dumps(chunks.chunk_value(c.base, appended, c.value), key=c.channel)
 
 
 def thread_row(conn: sqlite3.Connection, thread_id: str) -> Any:

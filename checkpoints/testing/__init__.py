@@ -42,6 +42,7 @@ CHECKS: list[Check] = [
     commits.check_which_error_wins,
     reads.check_checkpoints_get_and_list,
     reads.check_channels_set_and_append_chains,
+    reads.check_channel_chunks,
     reads.check_tasks_upsert_and_load,
     reads.check_memos,
     records.check_pauses_and_answers,

@@ -171,6 +171,48 @@ async def check_channels_set_and_append_chains(make: Factory) -> None:
         await cp.load_channels(T2, "", {"counter": v1}, {})  # no such thread
 
 
+async def check_channel_chunks(make: Factory) -> None:
+    """A chunk write closes a chain of appends: every version of the list, before, at and
+    after chunks, reads back as it was; a chunk of a chain whose appends are not the ones
+    counted is refused, writing nothing (see ``checkpoints.chunks``)."""
+    cp, owner = await leased(make)
+
+    async def write(*writes: ChannelWrite) -> None:
+        await cp.commit(T1, owner, CommitBatch(channels=list(writes)))
+
+    start = next_version()
+    await write(ChannelWrite("log", start, "set", ["s"]))
+    expected: dict[int, tuple[list[Any], tuple[int, int]]] = {start: (["s"], (start, 0))}
+    value, base, count = ["s"], start, 0
+    for i in range(10):  # chains of 3 appends, each closed by a chunk (the 4th write)
+        v = next_version()
+        items = [f"i{i}", (i,)]
+        if count == 3:
+            await write(ChannelWrite("log", v, "chunk", items, base, count))
+            base, count = v, 0
+        else:
+            await write(ChannelWrite("log", v, "append", items, base))
+            count += 1
+        value = [*value, *items]
+        expected[v] = (value, (base, count))
+    for v, (want, chain) in expected.items():
+        got = await cp.load_channels(T1, "", {"log": v}, {"log": chain})
+        assert got == {"log": want}, (v, chain)
+    assert type(got["log"][-1]) is tuple
+
+    # A chunk counting appends its chain does not have: refused, nothing written.
+    v = next_version()
+    with pytest.raises(CorruptCheckpointError, match="'log'") as refused:
+        await write(ChannelWrite("log", v, "chunk", ["x"], base, count + 1))
+    assert refused.value.thread_id == T1
+    with pytest.raises(CorruptCheckpointError):
+        await cp.load_channels(T1, "", {"log": v}, {"log": (v, 0)})
+    last = max(expected)
+    assert await cp.load_channels(T1, "", {"log": last}, {"log": expected[last][1]}) == {
+        "log": expected[last][0]
+    }
+
+
 # -- tasks and memos --------------------------------------------------------------------------
 
 

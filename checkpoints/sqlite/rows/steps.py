@@ -136,20 +136,16 @@ CHANNEL_COLS = "c.kind, c.version, coalesce(c.blob, b.data), c.crc"
 def channel_blobs(
     thread_id: str, ns: str, channel: str, found: Sequence[Sequence[Any]], base: int
 ) -> list[bytes]:
-    """The value bytes of channel rows (``CHANNEL_COLS``: a set row at ``base``, then its
-    appends, which ``base = ?`` selected) after their checksums and kinds."""
+    """The value bytes of channel rows (``CHANNEL_COLS``: a chain's start row at ``base``, a
+    ``set`` or a ``chunk``, then its appends, which ``base = ?`` selected) after their
+    checksums and kinds."""
     first, rest = found[0], found[1:]
-    c32 = zlib.crc32
     try:
         kind, version, value, stored = first
-        ok = kind == "set" and stored == channel_crc(
+        ok = kind in ("set", "chunk") and stored == channel_crc(
             thread_id, ns, channel, version, kind, base, value
         )
-        if ok and rest:
-            seed = channel_seed(thread_id, ns, channel, "append", base)
-            ok = {r[0] for r in rest} == {"append"} and [
-                c32(r[2], c32(r[1].to_bytes(8, "big", signed=True), seed)) for r in rest
-            ] == [r[3] for r in rest]
+        ok = ok and _appends_ok(thread_id, ns, channel, rest, base)
     except (TypeError, AttributeError, OverflowError):  # a column of the wrong type
         ok = False
     if not ok:
@@ -158,6 +154,35 @@ def channel_blobs(
             f"checksum mismatch in its rows from version {base}",
         )  # fmt: skip
     return [r[2] for r in found]
+
+
+def append_blobs(
+    thread_id: str, ns: str, channel: str, found: Sequence[Sequence[Any]], base: int
+) -> list[bytes]:
+    """The value bytes of a chain's append rows alone (``CHANNEL_COLS``), after their
+    checksums and kinds (what a chunk closing the chain copies)."""
+    try:
+        ok = _appends_ok(thread_id, ns, channel, found, base)
+    except (TypeError, AttributeError, OverflowError):
+        ok = False
+    if not ok:
+        raise damaged(
+            thread_id, None, f"channel {channel!r}",
+            f"checksum mismatch in the appends of its rows from version {base}",
+        )  # fmt: skip
+    return [r[2] for r in found]
+
+
+def _appends_ok(
+    thread_id: str, ns: str, channel: str, rows: Sequence[Sequence[Any]], base: int
+) -> bool:
+    if not rows:
+        return True
+    c32 = zlib.crc32
+    seed = channel_seed(thread_id, ns, channel, "append", base)
+    return {r[0] for r in rows} == {"append"} and [
+        c32(r[2], c32(r[1].to_bytes(8, "big", signed=True), seed)) for r in rows
+    ] == [r[3] for r in rows]
 
 
 # -- tasks and memos ------------------------------------------------------------------------

@@ -47,16 +47,23 @@ def test_writes_apply_in_the_given_order_through_reducers() -> None:
     assert out.bases == {"log": (1, 1)}
 
 
-def test_a_long_chain_of_appends_is_rewritten_whole() -> None:
+def test_every_chunk_every_th_append_closes_its_chain_instead_of_rewriting_the_list() -> None:
     out = apply.apply_writes(
         SCHEMA,
-        {"log": []},
+        {"log": ["y"] * (apply.CHUNK_EVERY - 1)},
         {"log": 1},
-        {"log": (1, apply.COMPACT_EVERY - 1)},
+        {"log": (1, apply.CHUNK_EVERY - 1)},
         [("a", [("log", "z")])],
         9,
     )
-    assert [(w.kind, w.value) for w in out.writes] == [("set", ["z"])] and out.bases == {}
+    [w] = out.writes
+    assert (w.kind, w.value, w.base, w.count) == ("chunk", ["z"], 1, apply.CHUNK_EVERY - 1)
+    assert out.bases == {"log": (9, 0)}  # the next appends chain from the chunk
+    nxt = apply.apply_writes(
+        SCHEMA, out.values, out.versions, out.bases, [("a", [("log", "w")])], 10
+    )
+    assert [(w.kind, w.value, w.base) for w in nxt.writes] == [("append", ["w"], 9)]
+    assert nxt.bases == {"log": (9, 1)}
 
 
 def test_an_unchanged_key_is_not_written() -> None:
