@@ -183,10 +183,11 @@ async def check_channel_chunks(make: Factory) -> None:
     start = next_version()
     await write(ChannelWrite("log", start, "set", ["s"]))
     expected: dict[int, tuple[list[Any], tuple[int, int]]] = {start: (["s"], (start, 0))}
-    value, base, count = ["s"], start, 0
+    value: list[Any] = ["s"]
+    base, count = start, 0
     for i in range(10):  # chains of 3 appends, each closed by a chunk (the 4th write)
         v = next_version()
-        items = [f"i{i}", (i,)]
+        items: list[Any] = [f"i{i}", (i,)]
         if count == 3:
             await write(ChannelWrite("log", v, "chunk", items, base, count))
             base, count = v, 0
