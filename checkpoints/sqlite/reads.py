@@ -239,7 +239,7 @@ def count_threads(conn: sqlite3.Connection, status: str | None) -> int:
 def _check_count(status: str | None, found: int, total: int) -> None:
     if total != found:
         raise CorruptCheckpointError(
-            f"the threads {'of status ' + repr(status) if status else ''} are damaged: "
+            f"the threads{' of status ' + repr(status) if status else ''} are damaged: "
             f"{found} found where their count says {total}; restore the store from a backup"
         )
 
