@@ -32,11 +32,12 @@ def is_busy(e: sqlite3.DatabaseError) -> bool:
 
 def may_retry(before: int | None, after: int | None) -> bool:
     """Whether a call that met ``SQLITE_BUSY`` can run again whole: it changed no row
-    (``total_changes`` of its connection before and after; None: the connection was not
-    open yet, or is gone). Every write of the store takes the lock first (``BEGIN
+    (``total_changes`` of its connection before and after it ran; ``before`` None: it never
+    ran, the connection could not be opened; ``after`` None: the connection was dropped,
+    so what it changed is unknown). Every write of the store takes the lock first (``BEGIN
     IMMEDIATE``), so a busy call has written nothing, but a call that committed a
     transaction before it met the lock must not run again."""
-    return before is None or after is None or before == after
+    return before is None or (after is not None and before == after)
 
 
 def pause(attempt: int) -> float:

@@ -1608,3 +1608,10 @@ def test_lock_waits_give_up_after_busy_timeout(path: Path) -> None:
     finally:
         anyio.run(cp.close)
     assert len(tries) > 1
+
+
+def test_only_a_call_known_to_have_changed_nothing_runs_again() -> None:
+    assert _lockwait.may_retry(None, None)  # the store could not be opened: nothing ran
+    assert _lockwait.may_retry(7, 7)
+    assert not _lockwait.may_retry(7, 8)
+    assert not _lockwait.may_retry(7, None)  # its connection was dropped: unknown
