@@ -232,16 +232,23 @@ class Worker:
             return result("busy", f"thread {tid!r} is no longer runnable (another worker took it)")
         self._claimed += 1
         try:
-            run = await execute(
-                graph.spec,
-                store,
-                tid,
-                None,
-                evidence=graph.evidence,
-                owner=owner,
-                lease_ttl=ttl,
-                should_stop=lambda: self._stopping,
-            )
+            try:
+                run = await execute(
+                    graph.spec,
+                    store,
+                    tid,
+                    None,
+                    evidence=graph.evidence,
+                    owner=owner,
+                    lease_ttl=ttl,
+                    should_stop=lambda: self._stopping,
+                )
+            except BaseException:
+                # A run gives its lease up as it ends, unless it failed before it held it:
+                # the claim's lease is given up here (a no-op once the run gave it up).
+                with anyio.CancelScope(shield=True):
+                    await store.release_lease(tid, owner)
+                raise
         except RunStopped:
             th = await store.get_thread(tid)
             if th is not None:  # left running: the next worker continues it at once
@@ -252,12 +259,11 @@ class Worker:
         except Exception as e:
             await store.unmark_runnable(claimed)  # not again and again: it needs a person
             return result("failed", f"{type(e).__name__}: {e}")
-        finally:
-            with anyio.CancelScope(shield=True):
-                await store.release_lease(tid, owner)  # (a no-op once the run gave it up)
-        # A run that changed the thread's status removed the mark; one that changed nothing
-        # (its answers did not resolve its pauses) must not be picked up again and again.
-        await store.unmark_runnable(claimed)
+        # A run that ended done removed the mark with its last commit (which changed the
+        # thread's status); one that changed nothing (its answers did not resolve its
+        # pauses) must not be picked up again and again. (W8: a store call fewer per thread.)
+        if run.status != "done":
+            await store.unmark_runnable(claimed)
         return result(run.status)
 
     # -- forever -----------------------------------------------------------------------------

@@ -383,3 +383,25 @@ def test_bad_arguments_are_refused_naming_them() -> None:
     store = MemoryCheckpointer()
     with pytest.raises(InvalidArgumentError, match="two graphs named 'g'"):
         Worker([chain(c, c.plain("a"), store=store), chain(c, c.plain("a"), store=store)])
+
+
+@pytest.mark.parametrize("kind", ["memory", "sqlite"])
+async def test_a_thread_resumed_to_its_end_keeps_no_lease_and_no_mark(
+    kind: str, tmp_path: Any
+) -> None:
+    """The run gives its lease up with its last commit, which also removes the thread's
+    mark: nothing is left for a later worker or run to trip over."""
+    store = MemoryCheckpointer() if kind == "memory" else SqliteCheckpointer(tmp_path / "w.db")
+    c = Counted()
+    g = chain(c, c.plain("a"), c.asking("ask"), c.plain("b"), store=store)
+    await g.ainvoke({"log": []}, thread_id="t")
+    await g.asubmit("t", resume="yes")
+    assert len(await store.list_runnable()) == 1
+    [found] = await Worker(g).run_once()
+    assert found.status == "done"
+    th = await store.get_thread(ThreadId("t"))
+    assert th is not None and th.status == "done"
+    assert th.lease_owner is None and th.lease_expires_at is None
+    assert await store.list_runnable() == []
+    assert (await g.ainvoke({"log": []}, thread_id="t")).status == "paused"  # free to run again
+    await store.close()
