@@ -139,13 +139,12 @@ def channel_blobs(
     """The value bytes of channel rows (``CHANNEL_COLS``: a chain's start row at ``base``, a
     ``set`` or a ``chunk``, then its appends, which ``base = ?`` selected) after their
     checksums and kinds."""
-    first, rest = found[0], found[1:]
+    first = found[0]
     try:
         kind, version, value, stored = first
         ok = kind in ("set", "chunk") and stored == channel_crc(
             thread_id, ns, channel, version, kind, base, value
         )
-        ok = ok and _appends_ok(thread_id, ns, channel, rest, base)
     except (TypeError, AttributeError, OverflowError):  # a column of the wrong type
         ok = False
     if not ok:
@@ -153,7 +152,7 @@ def channel_blobs(
             thread_id, None, f"channel {channel!r}",
             f"checksum mismatch in its rows from version {base}",
         )  # fmt: skip
-    return [r[2] for r in found]
+    return [first[2], *append_blobs(thread_id, ns, channel, found[1:], base)]
 
 
 def append_blobs(
@@ -168,7 +167,7 @@ def append_blobs(
     if not ok:
         raise damaged(
             thread_id, None, f"channel {channel!r}",
-            f"checksum mismatch in the appends of its rows from version {base}",
+            f"checksum mismatch in its rows from version {base}",
         )  # fmt: skip
     return [r[2] for r in found]
 
