@@ -370,3 +370,53 @@ def test_a_format_1_log_gains_event_keys_and_keeps_its_chain(tmp_path: pathlib.P
     assert reopened.append_once([("k", stages.proposed(facts()))]) == []
     with contextlib.closing(sqlite3.connect(path)) as conn:
         assert conn.execute("PRAGMA user_version").fetchone()[0] == 2
+
+
+def _hold_write_lock(path: pathlib.Path, seconds: float) -> Any:
+    """Another client holding the log's write lock for ``seconds`` (in a thread)."""
+    import threading
+    import time
+
+    held = threading.Event()
+
+    def hold() -> None:
+        conn = sqlite3.connect(path, isolation_level=None)
+        conn.execute("BEGIN IMMEDIATE")
+        held.set()
+        time.sleep(seconds)
+        conn.execute("ROLLBACK")
+        conn.close()
+
+    t = threading.Thread(target=hold)
+    t.start()
+    held.wait()
+    return t
+
+
+def test_an_append_waits_for_another_writer_in_short_tries(
+    tmp_path: pathlib.Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """An append that finds the log locked by another writer waits for it in jittered
+    pauses of at most ``checkpoints.lockwait.CAP`` (not SQLite's up to 100 ms), then
+    writes; past ``busy_timeout`` it is an ``EvidenceError`` and nothing is written."""
+    from checkpoints import lockwait
+    from graphflow.evidence import store as evidence_store
+
+    pauses: list[float] = []
+    real = lockwait.pause
+    monkeypatch.setattr(evidence_store, "pause", lambda n: pauses.append(real(n)) or pauses[-1])
+    path = tmp_path / "e.db"
+    log = EvidenceLog(path)
+    log.append(stages.proposed(facts()))
+    holder = _hold_write_lock(path, 0.2)
+    record = log.append(stages.proposed(facts(call_id="c2")))
+    holder.join()
+    assert record.seq == 2 and pauses and max(pauses) <= lockwait.CAP
+    log.close()
+    impatient = EvidenceLog(path, busy_timeout=0.05)
+    holder = _hold_write_lock(path, 0.5)
+    with pytest.raises(EvidenceError, match="cannot be written"):
+        impatient.append(stages.proposed(facts(call_id="c3")))
+    holder.join()
+    assert impatient.head().count == 2
+    impatient.close()
