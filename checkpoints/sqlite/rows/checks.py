@@ -55,6 +55,19 @@ def damaged(
     )
 
 
+def check_crc(
+    stored: object, values: tuple[Any, ...], thread_id: str, checkpoint_id: str | None, what: str
+) -> None:
+    """Raise ``damaged`` unless ``stored`` is the checksum of ``values`` (a row's columns in
+    table order); a column of a type no row holds is damage too."""
+    try:
+        ok = type(stored) is int and stored == crc(values)
+    except TypeError:
+        ok = False
+    if not ok:
+        raise damaged(thread_id, checkpoint_id, what, "checksum mismatch")
+
+
 def bad_shape(thread_id: str, checkpoint_id: str | None, what: str, detail: object) -> Exception:
     """The error for a record that passed its checksum but holds values of the wrong kind."""
     return damaged(thread_id, checkpoint_id, what, f"invalid shape: {detail}")

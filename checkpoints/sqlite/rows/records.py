@@ -24,6 +24,7 @@ from checkpoints.models import (
 )
 from checkpoints.sqlite.rows.checks import (
     bad_shape,
+    check_crc,
     crc,
     damaged,
     is_opt_str,
@@ -49,12 +50,9 @@ def pause(thread_id: str, row: Sequence[Any]) -> PauseRecord:
     pid, ns, cid, tid, node, kind, value, created, stored = row
     who = cid if type(cid) is str else None
     what = f"pause {pid!r}" if type(pid) is str else "pause"
-    try:
-        ok = stored == crc((thread_id, pid, ns, cid, tid, node, kind, value, created))
-    except TypeError:
-        ok = False
-    if not ok or type(stored) is not int:
-        raise damaged(thread_id, who, what, "checksum mismatch")
+    check_crc(
+        stored, (thread_id, pid, ns, cid, tid, node, kind, value, created), thread_id, who, what
+    )
     if not (
         all(type(v) is str for v in (pid, ns, cid, tid, node)) and type(kind) is str
         and kind in PAUSE_KINDS and type(value) is bytes and is_time(created)
@@ -79,12 +77,7 @@ def answer(thread_id: str, row: Sequence[Any]) -> AnswerRecord:
     """Decode an answer row (``ANSWER_COLS``)."""
     seq, pid, value, by, reason, created, stored = row
     what = f"answer to {pid!r}" if type(pid) is str else "answer"
-    try:
-        ok = stored == crc((seq, thread_id, pid, value, by, reason, created))
-    except TypeError:
-        ok = False
-    if not ok or type(stored) is not int:
-        raise damaged(thread_id, None, what, "checksum mismatch")
+    check_crc(stored, (seq, thread_id, pid, value, by, reason, created), thread_id, None, what)
     if not (
         type(pid) is str and type(value) is bytes and is_opt_str(by) and is_opt_str(reason)
         and is_time(created)
@@ -113,14 +106,9 @@ def decision(thread_id: str, row: Sequence[Any]) -> DecisionRecord:
     """Decode a decision row (``DECISION_COLS``)."""
     seq, call, verdict, fp, by, reason, applied, note, created, pid, extra, stored = row
     what = f"decision on call {call!r}" if type(call) is str else "decision"
-    try:
-        values = (seq, thread_id, call, verdict, fp, by, reason, applied, note, created, pid,
-                  extra)  # fmt: skip
-        ok = stored == crc(values)
-    except TypeError:
-        ok = False
-    if not ok or type(stored) is not int:
-        raise damaged(thread_id, None, what, "checksum mismatch")
+    values = (seq, thread_id, call, verdict, fp, by, reason, applied, note, created, pid,
+              extra)  # fmt: skip
+    check_crc(stored, values, thread_id, None, what)
     if not (
         type(call) is str and type(verdict) is str and verdict in VERDICTS
         and all(is_opt_str(v) for v in (fp, by, reason, note, pid))

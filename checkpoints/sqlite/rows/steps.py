@@ -24,6 +24,7 @@ from checkpoints.sqlite.rows.checks import (
     bad_shape,
     channel_crc,
     channel_seed,
+    check_crc,
     crc,
     damaged,
     is_count,
@@ -56,14 +57,9 @@ def checkpoint(thread_id: str, ns: str, row: Sequence[Any]) -> CheckpointRecord:
     """Decode a checkpoint row (``CKPT_COLS``)."""
     cid, parent, step, source, versions_blob, bases_blob, body_blob, created, stored = row[:9]
     who = cid if type(cid) is str else None
-    try:
-        values = (thread_id, ns, cid, parent, step, source, versions_blob, bases_blob,
-                  body_blob, created)  # fmt: skip
-        ok = stored == crc(values)
-    except TypeError:
-        ok = False
-    if not ok or type(stored) is not int:
-        raise damaged(thread_id, who, "checkpoint", "checksum mismatch")
+    values = (thread_id, ns, cid, parent, step, source, versions_blob, bases_blob,
+              body_blob, created)  # fmt: skip
+    check_crc(stored, values, thread_id, who, "checkpoint")
     what = "checkpoint"
     if not (
         type(cid) is str and is_opt_str(parent) and is_int64(step)
@@ -200,14 +196,9 @@ def task(thread_id: str, ns: str, checkpoint_id: str, row: Sequence[Any]) -> Tas
     """Decode a task row (``TASK_COLS``) of checkpoint ``checkpoint_id``."""
     tid, node, status, attempts, started, ended, error, body, stored = row
     what = f"task {node!r}" if type(node) is str else "task"
-    try:
-        values = (thread_id, ns, checkpoint_id, tid, node, status, attempts, started, ended,
-                  error, body)  # fmt: skip
-        ok = stored == crc(values)
-    except TypeError:
-        ok = False
-    if not ok or type(stored) is not int:
-        raise damaged(thread_id, checkpoint_id, what, "checksum mismatch")
+    values = (thread_id, ns, checkpoint_id, tid, node, status, attempts, started, ended,
+              error, body)  # fmt: skip
+    check_crc(stored, values, thread_id, checkpoint_id, what)
     if not (
         type(tid) is str and type(node) is str and type(status) is str
         and status in TASK_STATUSES and is_count(attempts) and is_opt_time(started)
@@ -250,12 +241,13 @@ def memo(
     """Decode a memo row (``MEMO_COLS``): (task id, key, value)."""
     tid, key, value, created, stored = row
     what = f"step {key!r}" if type(key) is str else "memoized step"
-    try:
-        ok = stored == crc((thread_id, ns, checkpoint_id, tid, key, value, created))
-    except TypeError:
-        ok = False
-    if not ok or type(stored) is not int:
-        raise damaged(thread_id, checkpoint_id, what, "checksum mismatch")
+    check_crc(
+        stored,
+        (thread_id, ns, checkpoint_id, tid, key, value, created),
+        thread_id,
+        checkpoint_id,
+        what,
+    )
     if not (
         type(tid) is str and type(key) is str and type(value) is bytes and is_time(created)
     ):  # fmt: skip
