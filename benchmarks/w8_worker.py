@@ -9,14 +9,18 @@ marks the thread runnable; nothing runs). Then it times resuming all of them in 
 process:
 
 - ``graphflow:cN`` -- ``Worker(graph, concurrency=N).run_once()`` until nothing is runnable;
+- ``graphflow:cN-alone`` -- the same at the highest concurrency on a store with
+  ``group_commit=False`` (calls still share thread hops; each commit is its own
+  transaction and fsync): what group commit adds;
 - ``langgraph`` -- LangGraph's equivalent loop: ``graph.invoke(Command(resume="yes"),
   config)`` for each thread in turn, on ``SqliteSaver`` with ``durability="sync"`` (the
   answer is given at resume time; LangGraph has no stored-answer index).
 
 Reported: threads per second per variant (median over repetitions), and the ratios
 graphflow c1 / LangGraph and c32 / c1 paired within a repetition. Targets (issue 15):
-graphflow at least 10x LangGraph; concurrency 32 at least 4x concurrency 1, which needs the
-worker's commits of many threads to share one transaction (group commit), not built yet.
+graphflow at least 10x LangGraph; concurrency 32 at least 4x concurrency 1 (the worker's
+commits of many threads share one transaction: group commit). Also reported: the store
+calls per thread hop at each level (``Connection.hops``).
 Every thread is checked to end done with its answer. LangGraph must be importable
 (``pip install -e '.[bench]'``); without it, its variant is skipped with a note.
 """
@@ -50,8 +54,11 @@ def _finish(state: State) -> State:
     return {"n": state.get("n", 0) + 1}
 
 
-def graphflow_variant(folder: str, threads: int, concurrency: int) -> float:
-    """Seconds to resume ``threads`` answered threads with one worker."""
+def graphflow_variant(
+    folder: str, threads: int, concurrency: int, group_commit: bool = True
+) -> tuple[float, float]:
+    """Seconds to resume ``threads`` answered threads with one worker, and the store calls
+    per thread hop while it did."""
     import anyio
 
     from checkpoints import SqliteCheckpointer
@@ -65,7 +72,8 @@ def graphflow_variant(folder: str, threads: int, concurrency: int) -> float:
     b.add_node("finish", _finish)
     b.add_edge(START, "prepare").add_edge("prepare", "review").add_edge("review", "finish")
     b.add_edge("finish", END)
-    store = SqliteCheckpointer(str(Path(folder) / f"gf-c{concurrency}.db"))
+    store = SqliteCheckpointer(str(Path(folder) / f"gf-c{concurrency}.db"),
+                               group_commit=group_commit)  # fmt: skip
     graph = b.compile(checkpointer=store, name="w8", evidence=False)
     ids = [f"t{i}-{uuid.uuid4().hex[:6]}" for i in range(threads)]
     for tid in ids:
@@ -81,13 +89,15 @@ def graphflow_variant(folder: str, threads: int, concurrency: int) -> float:
                 return done
             done += sum(r.status == "done" for r in results)
 
+    hops, calls = store._db.hops, store._db.hops_jobs
     start = time.perf_counter()
     done = anyio.run(drain)
     took = time.perf_counter() - start
+    per_hop = (store._db.hops_jobs - calls) / max(1, store._db.hops - hops)
     finished = [graph.get_state(tid) for tid in ids]
     if done != threads or any(s is None or s.values.get("answer") != "yes" for s in finished):
         raise SystemExit(f"graphflow c{concurrency}: {done} of {threads} threads done")
-    return took
+    return took, per_hop
 
 
 def langgraph_variant(folder: str, threads: int) -> float:
@@ -131,8 +141,11 @@ def main(argv: list[str] | None = None) -> None:
     levels = [int(c) for c in opts.concurrency.split(",")]
     with_lg = find_spec("langgraph") is not None
     seconds: dict[str, list[float]] = {}
+    per_hop: dict[str, list[float]] = {}
     for rep in range(opts.reps):
         variants: list[Any] = [f"graphflow:c{c}" for c in levels]
+        if levels[-1] > 1:
+            variants.append(f"graphflow:c{levels[-1]}-alone")
         if with_lg:
             variants.append("langgraph")
         random.shuffle(variants)
@@ -141,13 +154,19 @@ def main(argv: list[str] | None = None) -> None:
                 if name == "langgraph":
                     took = langgraph_variant(folder, opts.threads)
                 else:
-                    took = graphflow_variant(folder, opts.threads, int(name.split(":c")[1]))
+                    level = name.split(":c")[1]
+                    alone = level.endswith("-alone")
+                    concurrency = int(level.removesuffix("-alone"))
+                    took, hop = graphflow_variant(folder, opts.threads, concurrency, not alone)
+                    per_hop.setdefault(name, []).append(hop)
             seconds.setdefault(name, []).append(took)
             print(f"rep {rep} {name}: {opts.threads / took:.0f} threads/s", flush=True)
     rate = {k: statistics.median(opts.threads / s for s in v) for k, v in seconds.items()}
     print(f"\nW8: {opts.threads} answered threads, one worker process, SQLite")
+    hop_of = {k: statistics.median(v) for k, v in per_hop.items()}
     for name, r in sorted(rate.items()):
-        print(f"  {name:<14} {r:8.0f} threads/s")
+        calls = f"  ({hop_of[name]:.1f} store calls per thread hop)" if name in hop_of else ""
+        print(f"  {name:<20} {r:8.0f} threads/s{calls}")
 
     def paired(a: str, b: str) -> float | None:
         if a not in seconds or b not in seconds:
@@ -159,7 +178,9 @@ def main(argv: list[str] | None = None) -> None:
     scale = paired(last, first)
     from _results import emit, row
 
-    rows = [row(f"W8 threads/s {k}", round(v), "threads/s") for k, v in sorted(rate.items())]
+    rows = [row(f"W8 threads/s {k}", round(v), "threads/s",
+                note=f"{hop_of[k]:.1f} store calls per thread hop" if k in hop_of else "")
+            for k, v in sorted(rate.items())]  # fmt: skip
     if vs_lg is not None:
         print(f"  graphflow c{levels[0]} / LangGraph (paired): {vs_lg:.2f} (target >= 10)")
         rows.append(row(f"W8 graphflow c{levels[0]} / LangGraph", round(vs_lg, 2), "x", ">= 10"))
@@ -167,8 +188,11 @@ def main(argv: list[str] | None = None) -> None:
         print("  LangGraph not installed: pip install -e '.[bench]'")
     if scale is not None and len(levels) > 1:
         print(f"  c{levels[-1]} / c{levels[0]} (paired): {scale:.2f} (target >= 4, group commit)")
-        note = "no group commit yet: a worker's threads commit one by one"
-        rows.append(row(f"W8 c{levels[-1]} / c{levels[0]}", round(scale, 2), "x", ">= 4", note))
+        rows.append(row(f"W8 c{levels[-1]} / c{levels[0]}", round(scale, 2), "x", ">= 4"))
+        alone = paired(last, f"{last}-alone")
+        if alone is not None:
+            print(f"  c{levels[-1]} / c{levels[-1]} without group commit (paired): {alone:.2f}")
+            rows.append(row(f"W8 c{levels[-1]} group commit / alone", round(alone, 2), "x"))
     emit("w8_worker", rows)
 
 

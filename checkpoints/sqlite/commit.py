@@ -12,9 +12,9 @@ a new checksum.
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import sqlite3
-from collections.abc import Callable
 from contextlib import AbstractContextManager
 from typing import Any
 
@@ -30,12 +30,10 @@ from checkpoints.errors import (
 from checkpoints.lease import lease_free
 from checkpoints.models import now
 from checkpoints.sqlite import marks, reads
+from checkpoints.sqlite.group import WriteTxn
 from checkpoints.sqlite.rows import checks, records, steps, threads
 from checkpoints.sqlite.txn import read_txn
 from checkpoints.sqlite.writes import INSERT_THREAD, insert_answers, lease_existing, thread_values
-
-WriteTxn = Callable[[sqlite3.Connection, bool, Callable[[], int]], AbstractContextManager[None]]
-"""Makes a commit's transaction: ``(conn, durable, size)`` (``Durability.write``)."""
 
 
 def _upsert_checkpoint(bases: bool) -> str:
@@ -221,8 +219,9 @@ def commit(
 def _fenced_before_values(
     conn: sqlite3.Connection, thread_id: str, owner: str, batch: CommitBatch
 ) -> CheckpointError | None:
-    """For a batch with a value that cannot be stored: the fencing error it would hit first."""
-    with read_txn(conn):
+    """For a batch with a value that cannot be stored: the fencing error it would hit first
+    (read on one snapshot: its own, or the group commit's transaction it is part of)."""
+    with read_txn(conn) if not conn.in_transaction else contextlib.nullcontext():
         if batch.acquire_ttl is None:
             return fenced_off(conn, thread_id, owner, batch)
         # The commit would take the lease: is it free?

@@ -27,7 +27,8 @@ import sqlite3
 import threading
 import time
 from collections.abc import Callable
-from typing import TypeVar
+from contextlib import AbstractContextManager
+from typing import Any, TypeVar
 
 import anyio
 import anyio.to_thread
@@ -41,8 +42,9 @@ from checkpoints.errors import (
     StorePathError,
 )
 from checkpoints.keeper import keeper
-from checkpoints.sqlite import migrations, paths
-from checkpoints.sqlite.durability import Durability
+from checkpoints.sqlite import group, migrations, paths
+from checkpoints.sqlite.durability import RELAXED_MAX_BYTES, Durability
+from checkpoints.sqlite.group import WriteTxn
 from checkpoints.sqlite.rows.checks import install
 from checkpoints.sqlite.txn import Txn
 
@@ -66,7 +68,9 @@ def is_damage(exc: sqlite3.DatabaseError) -> bool:
 class Connection:
     """The one SQLite connection of a store object, opened lazily, with its durability."""
 
-    def __init__(self, path: str, busy_timeout: float, durability: Durability) -> None:
+    def __init__(
+        self, path: str, busy_timeout: float, durability: Durability, *, grouping: bool = True
+    ) -> None:
         self.path = path
         self.busy_timeout = busy_timeout
         self.durability = durability
@@ -76,6 +80,13 @@ class Connection:
         self.lock = threading.Lock()
         """Held by every call: one at a time, whichever thread or event loop makes it."""
         self._limiter: anyio.CapacityLimiter | None = None  # (made on the first thread hop)
+        self._queue: list[group.Job] = []
+        """Calls waiting for the next hop (``_hop``)."""
+        self.grouping = grouping
+        """Whether commits that share a hop share a transaction too (``group``)."""
+        self.hops = 0
+        """Thread hops made so far (each runs ``hops_jobs / hops`` calls on average)."""
+        self.hops_jobs = 0
 
     # -- opening ---------------------------------------------------------------------------
     def open(self) -> sqlite3.Connection:
@@ -201,11 +212,66 @@ class Connection:
                     raise
 
     async def run(self, thread_id: str | None, fn: Callable[[sqlite3.Connection], T]) -> T:
-        """``call`` off the event loop, one call of this store at a time."""
+        """``call`` off the event loop, one call of this store at a time; calls made while a
+        hop is under way share the next one (``group``)."""
         if inline_io.get():
             # A private event loop (graphflow's sync API): a thread hop would only add latency.
             return self.call(thread_id, fn)
-        return await anyio.to_thread.run_sync(self.call, thread_id, fn, limiter=self.limiter())
+        result: T = await self._hop(group.Job(thread_id, fn))
+        return result
+
+    async def commit(self, thread_id: str, fn: group.GroupFn, durable: bool, txn: WriteTxn) -> None:
+        """Run the commit ``fn`` (which writes in the transaction its ``WriteTxn`` makes): in
+        its own transaction (``txn``), or in one shared with the commits next to it in its
+        hop (``group``), unless ``grouping`` is off."""
+        if inline_io.get():
+            self.call(thread_id, lambda conn: fn(conn, txn))
+            return
+        await self._hop(group.Job(thread_id, lambda conn: fn(conn, txn), fn, durable))
+
+    async def _hop(self, job: group.Job) -> Any:
+        """Queue ``job``; the first call to get the limiter runs every queued job in one hop.
+        A call cancelled before its job was taken withdraws it (it never runs); once taken,
+        it waits for it (as ``to_thread.run_sync`` does), then is cancelled."""
+        self._queue.append(job)
+        limiter = self.limiter()
+        try:
+            async with limiter:
+                if not job.taken:
+                    jobs, self._queue = self._queue, []
+                    for j in jobs:
+                        j.taken = True
+                    await anyio.to_thread.run_sync(self._run_jobs, jobs)
+        except BaseException:
+            if not job.taken:
+                self._queue.remove(job)
+            else:
+                with anyio.CancelScope(shield=True):
+                    async with limiter:  # (the hop that took it holds it until it is done)
+                        pass
+            raise
+        return job.result()
+
+    def _run_jobs(self, jobs: list[group.Job]) -> None:
+        """One hop: each job in order, alone or in a group commit (``group.runs``)."""
+        for members in group.runs(jobs, self.grouping):
+            try:
+                if len(members) == 1:
+                    [job] = members
+                    assert job.fn is not None
+                    job.value = self.call(job.thread_id, job.fn)
+                else:
+                    self.call(None, group.group_fn(members, self._group_txn))
+            except BaseException as e:
+                for m in members:
+                    m.value, m.error = None, e
+            self.hops_jobs += len(members)
+        self.hops += 1
+
+    def _group_txn(self, conn: sqlite3.Connection, durable: bool) -> AbstractContextManager[None]:
+        """A group commit's transaction: durable when any member is (a relaxed one only for
+        small commits, which a group need not be: ``NORMAL``)."""
+        return self.durability.write(conn, durable, lambda: RELAXED_MAX_BYTES)
 
     def limiter(self) -> anyio.CapacityLimiter:
         """The limiter of this store's thread hops: one call at a time. Made on the first hop,

@@ -48,6 +48,7 @@ def check_durability(durability: object) -> DurabilityLevel:
         )
     return durability  # type: ignore[return-value]
 
+
 RELAXED_MAX_BYTES = 1 << 20
 """An input commit larger than this (in serialized values) is never run at ``OFF``: at
 most ~300 pages, far below the 1,000 of SQLite's automatic checkpoint (see ``relaxed``)."""

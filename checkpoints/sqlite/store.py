@@ -76,6 +76,11 @@ class SqliteCheckpointer(SqliteRunnable):
         tuned_sync: relax the commits nothing durable depends on yet and keep room in the WAL
             (see ``checkpoints.sqlite.durability``); False: every write waits for its sync
             at ``synchronous`` (the baseline to measure the tuning against).
+        group_commit: commits made from one event loop while another call of this store
+            is under way share one transaction and one fsync, each fenced by its own lease
+            and head (``checkpoints.sqlite.group``; a worker resuming many threads at
+            once). False: each commits alone (the baseline to measure it against). Calls
+            that arrive together share one thread hop either way.
     """
 
     def __init__(
@@ -86,6 +91,7 @@ class SqliteCheckpointer(SqliteRunnable):
         durability: DurabilityLevel = "fsync",
         synchronous: str | None = None,
         tuned_sync: bool = True,
+        group_commit: bool = True,
     ) -> None:
         self.path = os.fspath(path)
         self.busy_timeout = busy_timeout
@@ -94,7 +100,7 @@ class SqliteCheckpointer(SqliteRunnable):
             synchronous = SYNC_OF[durability]
         self._durability = Durability(self.path, synchronous, tuned=tuned_sync)
         self.synchronous = self._durability.synchronous
-        self._db = Connection(self.path, busy_timeout, self._durability)
+        self._db = Connection(self.path, busy_timeout, self._durability, grouping=group_commit)
         # Open now, so that the first run does not pay for connecting and migrating, unless
         # this runs on an event loop's thread: the first call then opens the file off the
         # loop. A file that cannot be opened is reported by the first call.
@@ -205,9 +211,11 @@ class SqliteCheckpointer(SqliteRunnable):
     async def commit(self, thread_id: ThreadId, owner: str, batch: CommitBatch) -> None:
         """Write ``batch`` in one transaction (fsync'd unless ``batch.durable`` is false),
         fenced by the lease and the head."""
-        txn = self._durability.write
-        await self._db.run(
-            thread_id, lambda conn: commit.commit(conn, thread_id, owner, batch, txn)
+        await self._db.commit(
+            thread_id,
+            lambda conn, txn: commit.commit(conn, thread_id, owner, batch, txn),
+            batch.durable,
+            self._durability.write,
         )
 
     async def get_checkpoint(

@@ -1,0 +1,119 @@
+"""Calls that share a thread hop, and commits that share a transaction (group commit).
+
+A call of a store from an event loop runs on a worker thread (``Connection.run``), and on
+these machines the hop there and back costs about as much as an fsync'd commit (~150 µs
+for the operating system's part, ~250 µs through ``anyio.to_thread``). So calls that
+arrive while another hop is under way wait in a queue, and the next hop runs all of them,
+one after the other, each exactly as it would run alone (its own transaction, its own
+errors), in the order they were made.
+
+Commits among them (``Job.grouped``: a worker resuming many threads at once) share more:
+consecutive commits run in one write transaction, one fsync for all of them, each inside a
+savepoint of its own. Each batch is still fenced by its own lease and head, and one that
+fails (fenced off, a value that cannot be stored, a damaged row) rolls back to its
+savepoint and gets its own error; the others commit. An SQLite error (the disk, the lock)
+fails the whole transaction, so every commit of it gets that error and none is written:
+as for a commit alone, an error means nothing of the batch was written.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+from collections.abc import Callable, Sequence
+from contextlib import AbstractContextManager
+from types import TracebackType
+from typing import Any
+
+from checkpoints.errors import CheckpointError
+
+WriteTxn = Callable[[sqlite3.Connection, bool, Callable[[], int]], AbstractContextManager[None]]
+"""Makes a commit's transaction: ``(conn, durable, size)``."""
+
+GroupFn = Callable[[sqlite3.Connection, WriteTxn], Any]
+"""A commit that can share a transaction: it writes inside the transaction its ``WriteTxn``
+makes (its own, or a savepoint of the group's)."""
+
+
+class Job:
+    """One call waiting for (or done by) a thread hop."""
+
+    __slots__ = ("durable", "error", "fn", "grouped", "taken", "thread_id", "value")
+
+    def __init__(
+        self,
+        thread_id: str | None,
+        fn: Callable[[sqlite3.Connection], Any] | None,
+        grouped: GroupFn | None = None,
+        durable: bool = True,
+    ) -> None:
+        self.thread_id = thread_id
+        self.fn = fn
+        self.grouped = grouped
+        """A commit that may share a transaction with the commits next to it."""
+        self.durable = durable
+        self.taken = False
+        """A hop has taken the job (it runs, or ran): it can no longer be withdrawn."""
+        self.value: Any = None
+        self.error: BaseException | None = None
+
+    def result(self) -> Any:
+        """What the call returned, or raise what it raised."""
+        if self.error is not None:
+            error, self.error = self.error, None  # (no reference cycle through the traceback)
+            raise error
+        return self.value
+
+
+class Savepoint:
+    """A group member's transaction: a savepoint of the group's, released on success,
+    rolled back to on any error (the member's writes undone, the others' kept)."""
+
+    __slots__ = ("_conn",)
+
+    def __init__(self, conn: sqlite3.Connection, durable: bool, size: Callable[[], int]) -> None:
+        self._conn = conn
+
+    def __enter__(self) -> None:
+        self._conn.execute("SAVEPOINT gf_member")
+
+    def __exit__(
+        self, et: type[BaseException] | None, e: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        if et is not None:
+            self._conn.execute("ROLLBACK TO gf_member")
+        self._conn.execute("RELEASE gf_member")
+
+
+def runs(jobs: Sequence[Job], grouping: bool) -> list[list[Job]]:
+    """The jobs of one hop in order, cut into what runs as one call: a run of consecutive
+    grouped commits (with ``grouping``), or one job."""
+    out: list[list[Job]] = []
+    for job in jobs:
+        if grouping and job.grouped is not None and out and out[-1][-1].grouped is not None:
+            out[-1].append(job)
+        else:
+            out.append([job])
+    return out
+
+
+BeginGroup = Callable[[sqlite3.Connection, bool], AbstractContextManager[None]]
+"""Makes a group commit's transaction: ``(conn, durable)``."""
+
+
+def group_fn(members: Sequence[Job], begin: BeginGroup) -> Callable[[sqlite3.Connection], None]:
+    """The call that commits ``members`` in one transaction (``begin(conn, durable)``: a
+    durable one when any member is), each in a savepoint; a member's ``CheckpointError`` is
+    its own, anything else fails the transaction (and is raised)."""
+
+    def run(conn: sqlite3.Connection) -> None:
+        for m in members:  # (a retried transaction starts over)
+            m.value = m.error = None
+        with begin(conn, any(m.durable for m in members)):
+            for m in members:
+                assert m.grouped is not None
+                try:
+                    m.value = m.grouped(conn, Savepoint)
+                except CheckpointError as e:
+                    m.error = e
+
+    return run
