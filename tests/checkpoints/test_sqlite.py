@@ -512,6 +512,46 @@ async def test_processes_racing_on_a_new_file(path: Path) -> None:
     assert await raw(path, "SELECT name FROM _graphflow_migrations ORDER BY name") == names
 
 
+class _MigratedMidway:
+    """A connection to a new file on which another opener creates the whole schema right
+    after this one's first statement found no ledger (the instant four racing processes
+    hit at random)."""
+
+    def __init__(self, conn: sqlite3.Connection, path: Path) -> None:
+        self._conn = conn
+        self._path = path
+        self.raced = False
+
+    @property
+    def in_transaction(self) -> bool:
+        return self._conn.in_transaction
+
+    def execute(self, sql: str, *args: Any) -> sqlite3.Cursor:
+        try:
+            return self._conn.execute(sql, *args)
+        except sqlite3.OperationalError:
+            if not self.raced:
+                self.raced = True
+                other = SqliteCheckpointer(self._path)  # (not on an event loop: opens now)
+                anyio.run(other.close)
+            raise
+
+
+def test_a_store_created_by_another_opener_between_two_reads_is_not_damage(path: Path) -> None:
+    conn = sqlite3.connect(path, isolation_level=None)
+    try:
+        racing = _MigratedMidway(conn, path)
+        assert migrations.pending(racing, str(path)) is False  # type: ignore[arg-type]
+        assert racing.raced  # the other opener did create it in between
+    finally:
+        conn.close()
+    cp = SqliteCheckpointer(path)  # and the file is a sound store
+    try:
+        assert anyio.run(cp.get_thread, T1) is None
+    finally:
+        anyio.run(cp.close)
+
+
 @pytest.mark.anyio
 @pytest.mark.slow
 async def test_commit_waits_for_another_process_write(cp: SqliteCheckpointer, path: Path) -> None:

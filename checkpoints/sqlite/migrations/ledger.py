@@ -20,6 +20,7 @@ from dataclasses import dataclass
 
 from checkpoints.errors import CorruptCheckpointError, SchemaVersionError
 from checkpoints.sqlite.paths import not_a_store
+from checkpoints.sqlite.txn import read_txn
 
 TABLE = "_graphflow_migrations"
 LEGACY = "_graphflow_meta"
@@ -43,7 +44,19 @@ def damaged(path: str, detail: str) -> CorruptCheckpointError:
 
 
 def read(conn: sqlite3.Connection, path: str) -> Ledger:
-    """The file's ledger (empty for a new file); the old record, if any, checked against it."""
+    """The file's ledger (empty for a new file); the old record, if any, checked against it.
+
+    Read on one snapshot (a read transaction, unless the caller's is open), and looked at
+    again when the ledger appears between its statements: another process may create or
+    migrate the file at any instant, and its tables without its ledger would be damage.
+    """
+    if conn.in_transaction:
+        return _read(conn, path)
+    with read_txn(conn):
+        return _read(conn, path)
+
+
+def _read(conn: sqlite3.Connection, path: str, again: bool = True) -> Ledger:
     try:  # one statement: every process that opens the file runs it
         found = conn.execute(
             f"SELECT 1, name FROM {TABLE} UNION ALL SELECT 0, name FROM sqlite_master"
@@ -52,7 +65,10 @@ def read(conn: sqlite3.Connection, path: str) -> Ledger:
     except sqlite3.OperationalError as e:
         if not str(e).startswith("no such table"):
             raise
-        return _without_ledger(conn, path)
+        tables = _tables(conn)
+        if TABLE in tables and again:  # made by another process since the first statement
+            return _read(conn, path, again=False)
+        return _without_ledger(tables, path)
     names = [name for kind, name in found if kind == 1]
     if any(type(name) is not str for name in names):
         raise damaged(path, "a migration record is not a name")
@@ -69,14 +85,19 @@ def read(conn: sqlite3.Connection, path: str) -> Ledger:
     return Ledger(frozenset(names), legacy)
 
 
-def _without_ledger(conn: sqlite3.Connection, path: str) -> Ledger:
-    tables = [
+def _tables(conn: sqlite3.Connection) -> list[str]:
+    """The file's tables (not SQLite's own), by name."""
+    return [
         r[0]
         for r in conn.execute(
             "SELECT name FROM sqlite_master WHERE type = 'table' AND name NOT LIKE 'sqlite_%'"
             " ORDER BY name"
         )
     ]
+
+
+def _without_ledger(tables: list[str], path: str) -> Ledger:
+    """A file without a ledger: new (no tables), damaged (ours), or not a store (others)."""
     if not tables:
         return Ledger(frozenset())  # a new (empty) file
     ours = [t for t in tables if t.startswith("gf_") or t == LEGACY]
