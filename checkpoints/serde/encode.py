@@ -106,6 +106,13 @@ def checksum(values: Sequence[object]) -> int:
     return zlib.crc32(_row_packer.pack(values))
 
 
+def checksum_packer() -> Callable[[Sequence[object]], bytes]:
+    """What ``checksum`` packs with, for a loop that checks many rows (``zlib.crc32`` of
+    its bytes is the checksum); only for the plain values ``checksum`` takes."""
+    pack: Callable[[Sequence[object]], bytes] = _row_packer.pack
+    return pack
+
+
 # -- encoding -------------------------------------------------------------------------------
 
 

@@ -39,7 +39,7 @@ from checkpoints.models import (
     now,
 )
 from checkpoints.serde import dumps
-from checkpoints.sqlite import commit, reads, reads_records, writes
+from checkpoints.sqlite import commit, listing, reads, reads_records, writes
 from checkpoints.sqlite.connection import Connection
 from checkpoints.sqlite.durability import SYNC_OF, Durability, DurabilityLevel, check_durability
 from checkpoints.sqlite.rows import records
@@ -195,8 +195,8 @@ class SqliteCheckpointer(SqliteRunnable):
         def run(conn: sqlite3.Connection) -> list[ThreadInfo]:
             with read_txn(conn):
                 if limit is None and after is None:
-                    return reads.list_threads(conn, status)
-                return reads.page_threads(conn, status, limit, after)
+                    return listing.list_threads(conn, status)
+                return listing.page_threads(conn, status, limit, after)
 
         return await self._db.run(None, run)
 
@@ -205,7 +205,7 @@ class SqliteCheckpointer(SqliteRunnable):
         (``gf_thread_counts``, each checked against its tally): one statement, no scan."""
         if (bad := check_listing(status)) is not None:
             raise bad
-        return await self._db.run(None, lambda conn: reads.count_threads(conn, status))
+        return await self._db.run(None, lambda conn: listing.count_threads(conn, status))
 
     # -- checkpoints and state -------------------------------------------------------------
     async def commit(self, thread_id: ThreadId, owner: str, batch: CommitBatch) -> None:

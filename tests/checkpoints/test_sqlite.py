@@ -42,7 +42,7 @@ from checkpoints.lease import new_owner
 from checkpoints.models import CallId, CheckpointId, PauseId, TaskId, ThreadId, next_version
 from checkpoints.sqlite import durability, migrations
 from checkpoints.sqlite import wal as _wal
-from checkpoints.sqlite.reads import INFO_OF_STATUS, PAGES
+from checkpoints.sqlite.listing import INFO_OF_STATUS, PAGES
 from checkpoints.sqlite.rows import checks as rows
 from checkpoints.testing import support as c
 
@@ -1058,6 +1058,38 @@ async def test_listing_1000_paused_threads(
             == sorted(paused, key=lambda i: i.thread_id)[100:200]
         )
         assert (await cp.count_threads("paused"), await cp.count_threads()) == (1000, 2000)
+    finally:
+        await cp.close()
+
+
+@pytest.mark.anyio
+@pytest.mark.parametrize(
+    ("column", "value"),
+    [("pending_count", -1), ("updated_at", float("inf")), ("created_at", "yesterday"),
+     ("graph_name", b"g"), ("thread_id", b"t-1")],
+)  # fmt: skip
+async def test_a_listed_row_of_the_wrong_kind_is_damage_even_with_its_checksum(
+    path: Path, column: str, value: object
+) -> None:
+    """A listing by status checks each row inline; a row whose checksum was recomputed over
+    a value of the wrong type or range (a foreign writer) is refused like any damage, in
+    the listing and in each page that holds it."""
+    cp = SqliteCheckpointer(path)
+    owner = new_owner()
+    for i in range(3):
+        tid = ThreadId(f"t-{i}")
+        await cp.acquire_lease(tid, owner, 60.0)
+        await cp.commit(tid, owner, CommitBatch(thread=ThreadUpdate("paused", (PauseId("p"),))))
+    listed = await cp.list_threads("paused")
+    assert [t.thread_id for t in listed] == ["t-2", "t-1", "t-0"]
+    await cp.close()
+    await blessed(path, f"UPDATE gf_threads SET {column} = ? WHERE thread_id = 't-1'", (value,))
+    cp = SqliteCheckpointer(path)
+    try:
+        for listing in (cp.list_threads("paused"), cp.list_threads("paused", limit=3)):
+            with pytest.raises(CorruptCheckpointError, match="thread row"):
+                await listing
+        assert [t.thread_id for t in await cp.list_threads("paused", limit=1)] == ["t-0"]
     finally:
         await cp.close()
 
