@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import gc
 import os
 import signal
 import sqlite3
@@ -40,7 +41,7 @@ from checkpoints import (
 from checkpoints import lockwait as _lockwait
 from checkpoints.lease import new_owner
 from checkpoints.models import CallId, CheckpointId, PauseId, TaskId, ThreadId, next_version
-from checkpoints.sqlite import durability, migrations
+from checkpoints.sqlite import durability, listing, migrations
 from checkpoints.sqlite import wal as _wal
 from checkpoints.sqlite.listing import INFO_OF_STATUS, PAGES
 from checkpoints.sqlite.rows import checks as rows
@@ -1687,3 +1688,42 @@ def test_only_a_call_known_to_have_changed_nothing_runs_again() -> None:
     assert _lockwait.may_retry(7, 7)
     assert not _lockwait.may_retry(7, 8)
     assert not _lockwait.may_retry(7, None)  # its connection was dropped: unknown
+
+
+@pytest.mark.anyio
+async def test_a_listing_leaves_the_garbage_collector_as_it_was(path: Path) -> None:
+    """A large listing pauses the collector while it builds its objects, and gives it back
+    as it found it: on, off (paused by someone else), and after the listing failed."""
+    cp = SqliteCheckpointer(path)
+    owner = new_owner()
+    await cp.acquire_lease(T1, owner, 60.0)
+    await cp.commit(T1, owner, CommitBatch(thread=ThreadUpdate("paused", (PauseId("p"),))))
+    seen: list[bool] = []
+    try:
+        assert gc.isenabled()
+        real = listing.threads.infos_of
+
+        def spy(status: str, rows: Any) -> Any:
+            seen.append(gc.isenabled())
+            return real(status, rows)
+
+        listing.threads.infos_of = spy  # type: ignore[assignment]
+        try:
+            assert len(await cp.list_threads("paused")) == 1
+            assert len(await cp.list_threads("paused", limit=listing.LARGE_LISTING)) == 1
+            assert len(await cp.list_threads("paused", limit=2)) == 1
+        finally:
+            listing.threads.infos_of = real  # type: ignore[assignment]
+        assert seen == [False, False, True] and gc.isenabled()
+        gc.disable()
+        try:
+            await cp.list_threads("paused")
+            assert not gc.isenabled()
+        finally:
+            gc.enable()
+        await blessed(path, "UPDATE gf_threads SET pending_count = -1")
+        with pytest.raises(CorruptCheckpointError):
+            await cp.list_threads("paused")
+        assert gc.isenabled()
+    finally:
+        await cp.close()
