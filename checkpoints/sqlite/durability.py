@@ -49,9 +49,17 @@ def check_durability(durability: object) -> DurabilityLevel:
     return durability  # type: ignore[return-value]
 
 
-RELAXED_MAX_BYTES = 1 << 20
+AUTOCHECKPOINT_PAGES = 250
+"""SQLite checkpoints the WAL into the file after the commit that takes it to this many
+pages (its default: 1,000). A checkpoint's cost grows with the pages it copies and the
+commit that triggers it pays it: at 1,000 those commits were the slowest steps of a long
+chat loop (3-4 ms, 10-17x the median step), at 250 they are no longer
+(``benchmarks/chat_history.py``; W1's per-step cost did not change)."""
+
+RELAXED_MAX_BYTES = 1 << 18
 """An input commit larger than this (in serialized values) is never run at ``OFF``: at
-most ~300 pages, far below the 1,000 of SQLite's automatic checkpoint (see ``relaxed``)."""
+most ~80 pages, far below the ``AUTOCHECKPOINT_PAGES`` that would start SQLite's automatic
+checkpoint (see ``relaxed``)."""
 
 
 class RoomTxn(Txn):
@@ -95,6 +103,7 @@ class Durability:
         """Set WAL mode and the durable level on a new writable connection."""
         conn.execute("PRAGMA journal_mode=WAL")
         conn.execute(f"PRAGMA synchronous={self.synchronous}")
+        conn.execute(f"PRAGMA wal_autocheckpoint={AUTOCHECKPOINT_PAGES}")
 
     def opened(self, conn: sqlite3.Connection, *, writable: bool) -> None:
         """Track ``conn`` (its level is the durable one); open the WAL's descriptor (SQLite
@@ -165,8 +174,9 @@ class Durability:
         guards against replaying an earlier cycle's frames after a power loss; an empty file
         has none, so the transaction runs at ``OFF``, and the next fsync'd commit (or
         checkpoint, which syncs the WAL first) makes header and directory durable. The
-        transaction must stay far below SQLite's automatic checkpoint (1,000 pages), which
-        would otherwise run at ``OFF``, unsynced, right after it: a lease writes a page or
+        transaction must stay far below SQLite's automatic checkpoint
+        (``AUTOCHECKPOINT_PAGES``), which would otherwise run at ``OFF``, unsynced, right
+        after it: a lease writes a page or
         two, an input commit is relaxed only below ``RELAXED_MAX_BYTES`` (``write``). The
         emptiness is checked again under the write lock: another process may have written in
         between. The durable level is set again at once, so a checkpoint (on close, or

@@ -2,9 +2,9 @@
 
 SQLite deletes the WAL when the last connection to a database closes, so a process that
 opens a closed store starts a new, empty WAL, and each of its commits appends to that file
-until SQLite restarts the WAL from its beginning after a checkpoint (1,000 pages later). On
-Linux filesystems an fsync of an append must also commit the file's new size to the
-filesystem journal; an fsync of an overwrite within the file flushes data only, about half
+until SQLite restarts the WAL from its beginning after a checkpoint (``AUTOCHECKPOINT_PAGES``
+later). On Linux filesystems an fsync of an append must also commit the file's new size to
+the filesystem journal; an fsync of an overwrite within the file flushes data only, about half
 the cost (measured on ext4: ~100 us against ~200 us a commit). A short-lived process (a
 worker resuming one approval, a run from the command line) only ever appends.
 

@@ -1459,6 +1459,39 @@ async def test_a_large_input_is_never_committed_at_synchronous_off(path: Path) -
     await cp.close()
 
 
+def wal_frames(path: Path) -> int:
+    """The frames of the WAL's current cycle (those whose salts match its header's)."""
+    data = Path(f"{path}-wal").read_bytes()
+    page = int.from_bytes(data[8:12], "big")
+    salts = data[16:24]
+    n, at = 0, 32
+    while at + 24 + page <= len(data) and data[at + 8 : at + 16] == salts:
+        n, at = n + 1, at + 24 + page
+    return n
+
+
+@pytest.mark.anyio
+async def test_the_largest_relaxed_input_stays_below_the_automatic_checkpoint(
+    path: Path,
+) -> None:
+    """An input committed at ``OFF`` writes fewer pages than start SQLite's automatic
+    checkpoint (which would then run unsynced), and each connection asks for that
+    checkpoint at ``AUTOCHECKPOINT_PAGES``."""
+    cp = SqliteCheckpointer(path)
+    await cp.setup()  # (made on the event loop: it opens on first use)
+    await cp.close()
+    await cp.setup()
+    assert await on_connection(cp, "PRAGMA wal_autocheckpoint") == [
+        (durability.AUTOCHECKPOINT_PAGES,)
+    ]
+    seen = trace_statements(cp)
+    await first_input(cp, os.urandom(durability.RELAXED_MAX_BYTES - 4096))
+    assert around_commit(seen)[:2] == ["PRAGMA synchronous=OFF", "BEGIN IMMEDIATE"]
+    frames = wal_frames(path)
+    assert durability.RELAXED_MAX_BYTES // 4096 < frames < durability.AUTOCHECKPOINT_PAGES
+    await cp.close()
+
+
 @pytest.mark.anyio
 async def test_the_wal_descriptor_lives_and_dies_with_the_connection(path: Path) -> None:
     """The descriptor kept on the WAL is opened with the connection and closed with it (by
