@@ -241,7 +241,13 @@ class Connection:
                     jobs, self._queue = self._queue, []
                     for j in jobs:
                         j.taken = True
-                    await anyio.to_thread.run_sync(self._run_jobs, jobs)
+                    try:
+                        await anyio.to_thread.run_sync(self._run_jobs, jobs)
+                    except BaseException as e:  # the hop itself failed: none may pass as done
+                        for j in jobs:
+                            if not j.done:
+                                j.value, j.error, j.done = None, e, True
+                        raise
         except BaseException:
             if not job.taken:
                 self._queue.remove(job)
@@ -265,6 +271,8 @@ class Connection:
             except BaseException as e:
                 for m in members:
                     m.value, m.error = None, e
+            for m in members:
+                m.done = True
             self.hops_jobs += len(members)
         self.hops += 1
 

@@ -37,7 +37,7 @@ makes (its own, or a savepoint of the group's)."""
 class Job:
     """One call waiting for (or done by) a thread hop."""
 
-    __slots__ = ("durable", "error", "fn", "grouped", "taken", "thread_id", "value")
+    __slots__ = ("done", "durable", "error", "fn", "grouped", "taken", "thread_id", "value")
 
     def __init__(
         self,
@@ -53,6 +53,8 @@ class Job:
         self.durable = durable
         self.taken = False
         """A hop has taken the job (it runs, or ran): it can no longer be withdrawn."""
+        self.done = False
+        """The job ran (``value`` or ``error`` is its outcome)."""
         self.value: Any = None
         self.error: BaseException | None = None
 

@@ -65,7 +65,9 @@ async def traced(cp: SqliteCheckpointer) -> list[str]:
     return seen
 
 
-async def together(cp: SqliteCheckpointer, calls: list[Callable[[], Awaitable[Any]]]) -> list[Any]:
+async def together(
+    cp: SqliteCheckpointer, calls: list[Callable[[], Awaitable[Any]]], hops: int = 1
+) -> list[Any]:
     """Make ``calls`` while a hop is under way (the limiter held), so that they queue and
     the next hop takes them all; what each returned or raised, in order."""
     out: list[Any] = [None] * len(calls)
@@ -76,13 +78,13 @@ async def together(cp: SqliteCheckpointer, calls: list[Callable[[], Awaitable[An
         except Exception as e:
             out[i] = e
 
-    hops = cp._db.hops
+    before = cp._db.hops
     async with anyio.create_task_group() as tg, cp._db.limiter():
         for i in range(len(calls)):
             tg.start_soon(one, i)
         while len(cp._db._queue) < len(calls):
             await anyio.sleep(0)
-    assert cp._db.hops == hops + 1  # one hop took them all
+    assert cp._db.hops == before + hops  # one hop took them all
     return out
 
 
@@ -272,3 +274,24 @@ async def test_kill_9_during_group_commits_keeps_every_returned_commit(
             assert state["counter"] == head.step
     finally:
         await cp.close()
+
+
+@pytest.mark.anyio
+async def test_a_hop_that_fails_to_run_fails_every_call_it_took(
+    cp: SqliteCheckpointer, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """No call passes for done when its hop never ran (no thread to run it): each gets the
+    error, none a ``None`` result."""
+    [t] = tids(1)
+    owner = await leased(cp, [t])
+
+    async def no_thread(*args: Any, **kwargs: Any) -> Any:
+        raise RuntimeError("can't start new thread")
+
+    monkeypatch.setattr(anyio.to_thread, "run_sync", no_thread)
+    got = await together(cp, [lambda: cp.get_thread(t), lambda: cp.commit(t, owner, step(t))],
+                         hops=0)  # fmt: skip
+    assert [type(e) for e in got] == [RuntimeError, RuntimeError]
+    monkeypatch.undo()
+    rec = await cp.get_thread(t)
+    assert rec is not None and rec.head is None
