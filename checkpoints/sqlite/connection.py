@@ -82,6 +82,7 @@ class Connection:
         self._limiter: anyio.CapacityLimiter | None = None  # (made on the first thread hop)
         self._queue: list[group.Job] = []
         """Calls waiting for the next hop (``_hop``)."""
+        self._queue_lock = threading.Lock()  # (event loops of several threads may share it)
         self.grouping = grouping
         """Whether commits that share a hop share a transaction too (``group``)."""
         self.hops = 0
@@ -233,14 +234,16 @@ class Connection:
         """Queue ``job``; the first call to get the limiter runs every queued job in one hop.
         A call cancelled before its job was taken withdraws it (it never runs); once taken,
         it waits for it (as ``to_thread.run_sync`` does), then is cancelled."""
-        self._queue.append(job)
+        with self._queue_lock:
+            self._queue.append(job)
         limiter = self.limiter()
         try:
             async with limiter:
                 if not job.taken:
-                    jobs, self._queue = self._queue, []
-                    for j in jobs:
-                        j.taken = True
+                    with self._queue_lock:
+                        jobs, self._queue = self._queue, []
+                        for j in jobs:
+                            j.taken = True
                     try:
                         await anyio.to_thread.run_sync(self._run_jobs, jobs)
                     except BaseException as e:  # the hop itself failed: none may pass as done
@@ -249,9 +252,11 @@ class Connection:
                                 j.value, j.error, j.done = None, e, True
                         raise
         except BaseException:
-            if not job.taken:
-                self._queue.remove(job)
-            else:
+            with self._queue_lock:
+                withdrawn = not job.taken
+                if withdrawn:
+                    self._queue.remove(job)
+            if not withdrawn:
                 with anyio.CancelScope(shield=True):
                     async with limiter:  # (the hop that took it holds it until it is done)
                         pass
