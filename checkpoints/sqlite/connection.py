@@ -80,6 +80,7 @@ class Connection:
         self.lock = threading.Lock()
         """Held by every call: one at a time, whichever thread or event loop makes it."""
         self._limiter: anyio.CapacityLimiter | None = None  # (made on the first thread hop)
+        self._hop_threads: anyio.CapacityLimiter | None = None
         self._queue: list[group.Job] = []
         """Calls waiting for the next hop (``_hop``)."""
         self._queue_lock = threading.Lock()  # (event loops of several threads may share it)
@@ -207,7 +208,10 @@ class Connection:
                             time.sleep(lockwait.pause(attempt))
                             attempt += 1
                             continue
-                    raise self.typed(e, thread_id) from e
+                    typed = self.typed(e, thread_id)
+                    if typed is e:
+                        raise
+                    raise typed from e
                 except BaseException:
                     self.drop_if_stuck()  # (a call that returns never leaves a transaction open)
                     raise
@@ -245,11 +249,17 @@ class Connection:
                         for j in jobs:
                             j.taken = True
                     try:
-                        await anyio.to_thread.run_sync(self._run_jobs, jobs)
+                        # Taken jobs cannot be withdrawn: a cancelled caller waits for them
+                        # (then is cancelled), and never hands its cancellation to the others.
+                        with anyio.CancelScope(shield=True):
+                            await anyio.to_thread.run_sync(
+                                self._run_jobs, jobs, limiter=self._hop_limiter()
+                            )
                     except BaseException as e:  # the hop itself failed: none may pass as done
                         for j in jobs:
                             if not j.done:
                                 j.value, j.error, j.done = None, e, True
+                        job.error = None  # (raised here, not kept: no cycle through this frame)
                         raise
         except BaseException:
             with self._queue_lock:
@@ -272,10 +282,14 @@ class Connection:
                     assert job.fn is not None
                     job.value = self.call(job.thread_id, job.fn)
                 else:
-                    self.call(None, group.group_fn(members, self._group_txn))
+                    self.call(None, group.group_fn(members, self._group_txn, self.typed))
             except BaseException as e:
+                cause = e.__cause__ if len(members) > 1 and e.__cause__ is not e else None
                 for m in members:
                     m.value, m.error = None, e
+                    if isinstance(cause, sqlite3.DatabaseError):  # each names its own thread
+                        m.error = self.typed(cause, m.thread_id)
+                        m.error.__cause__ = cause
             for m in members:
                 m.done = True
             self.hops_jobs += len(members)
@@ -285,6 +299,13 @@ class Connection:
         """A group commit's transaction: durable when any member is (a relaxed one only for
         small commits, which a group need not be: ``NORMAL``)."""
         return self.durability.write(conn, durable, lambda: RELAXED_MAX_BYTES)
+
+    def _hop_limiter(self) -> anyio.CapacityLimiter:
+        """The worker thread of this store's hops (one at a time, as ``limiter`` already
+        has it): not anyio's default limiter, which other work of the process may fill."""
+        if self._hop_threads is None:
+            self._hop_threads = anyio.CapacityLimiter(1)
+        return self._hop_threads
 
     def limiter(self) -> anyio.CapacityLimiter:
         """The limiter of this store's thread hops: one call at a time. Made on the first hop,

@@ -60,10 +60,14 @@ class Job:
 
     def result(self) -> Any:
         """What the call returned, or raise what it raised."""
-        if self.error is not None:
-            error, self.error = self.error, None  # (no reference cycle through the traceback)
+        error = self.error
+        if error is None:
+            return self.value
+        self.error = None
+        try:
             raise error
-        return self.value
+        finally:
+            del error  # (no reference cycle through this frame and the traceback)
 
 
 class Savepoint:
@@ -81,9 +85,18 @@ class Savepoint:
     def __exit__(
         self, et: type[BaseException] | None, e: BaseException | None, tb: TracebackType | None
     ) -> None:
-        if et is not None:
+        if et is None:
+            self._conn.execute("RELEASE gf_member")
+            return
+        if not self._conn.in_transaction:
+            return  # SQLite rolled the whole transaction back (a full disk): its error goes on
+        try:
             self._conn.execute("ROLLBACK TO gf_member")
-        self._conn.execute("RELEASE gf_member")
+            self._conn.execute("RELEASE gf_member")
+        except sqlite3.Error:
+            if e is not None:
+                raise e from None  # (the member's error, not the rollback's, fails the group)
+            raise
 
 
 def runs(jobs: Sequence[Job], grouping: bool) -> list[list[Job]]:
@@ -102,10 +115,25 @@ BeginGroup = Callable[[sqlite3.Connection, bool], AbstractContextManager[None]]
 """Makes a group commit's transaction: ``(conn, durable)``."""
 
 
-def group_fn(members: Sequence[Job], begin: BeginGroup) -> Callable[[sqlite3.Connection], None]:
+TRANSACTION_ERRORS = frozenset(
+    (sqlite3.SQLITE_BUSY, sqlite3.SQLITE_LOCKED, sqlite3.SQLITE_NOMEM, sqlite3.SQLITE_IOERR,
+     sqlite3.SQLITE_FULL, sqlite3.SQLITE_INTERRUPT, sqlite3.SQLITE_READONLY)
+)  # fmt: skip
+"""SQLite errors after which a transaction may have been rolled back, or must be (SQLite's
+advice): they fail the group. Other SQLite errors belong to the statement, and so to the
+member that ran it, once its savepoint is rolled back."""
+
+Typed = Callable[[sqlite3.DatabaseError, str | None], Exception]
+"""The typed error an SQLite error stands for, naming a thread (``Connection.typed``)."""
+
+
+def group_fn(
+    members: Sequence[Job], begin: BeginGroup, typed: Typed
+) -> Callable[[sqlite3.Connection], None]:
     """The call that commits ``members`` in one transaction (``begin(conn, durable)``: a
-    durable one when any member is), each in a savepoint; a member's ``CheckpointError`` is
-    its own, anything else fails the transaction (and is raised)."""
+    durable one when any member is), each in a savepoint. A member's own error (a
+    ``CheckpointError``, or an SQLite error of its statements, ``typed`` for its thread) is
+    its own; one that concerns the transaction (``TRANSACTION_ERRORS``) fails it (raised)."""
 
     def run(conn: sqlite3.Connection) -> None:
         for m in members:  # (a retried transaction starts over)
@@ -117,5 +145,10 @@ def group_fn(members: Sequence[Job], begin: BeginGroup) -> Callable[[sqlite3.Con
                     m.value = m.grouped(conn, Savepoint)
                 except CheckpointError as e:
                     m.error = e
+                except sqlite3.DatabaseError as e:
+                    code = getattr(e, "sqlite_errorcode", 0) & 0xFF
+                    if code in TRANSACTION_ERRORS or not conn.in_transaction:
+                        raise
+                    m.error = typed(e, m.thread_id)
 
     return run

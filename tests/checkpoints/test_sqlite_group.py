@@ -10,6 +10,7 @@ from __future__ import annotations
 import signal
 import sqlite3
 import sys
+import threading
 from collections.abc import AsyncIterator, Awaitable, Callable
 from functools import partial
 from pathlib import Path
@@ -183,28 +184,150 @@ async def test_a_call_cancelled_before_its_hop_never_runs(cp: SqliteCheckpointer
     assert rec is not None and rec.head is None
 
 
+def scratch_jobs(*fns: Callable[[sqlite3.Connection], None]) -> list[group.Job]:
+    """Group-commit jobs, each running ``fn`` in its member transaction."""
+
+    def member(fn: Callable[[sqlite3.Connection], None]) -> group.GroupFn:
+        def run(conn: sqlite3.Connection, txn: group.WriteTxn) -> None:
+            with txn(conn, True, lambda: 0):
+                fn(conn)
+
+        return run
+
+    return [group.Job(f"t-{i}", None, member(fn)) for i, fn in enumerate(fns)]
+
+
+async def scratch(cp: SqliteCheckpointer) -> list[Any]:
+    rows = await cp._db.run(None, lambda conn: conn.execute("SELECT x FROM scratch").fetchall())
+    return sorted(x for (x,) in rows)
+
+
 @pytest.mark.anyio
-async def test_an_sqlite_error_fails_every_commit_of_the_group(cp: SqliteCheckpointer) -> None:
-    """Not a member's own error (the disk, the file): the transaction is rolled back whole,
-    and every member gets the error."""
+async def test_a_members_own_errors_undo_its_writes_only(cp: SqliteCheckpointer) -> None:
+    """A member that wrote and then failed (its checkpoint error, or an SQLite error of its
+    own statement) has its writes rolled back to its savepoint; the others are written."""
     await cp.setup()
-    await cp._db.run(None, lambda conn: conn.execute("CREATE TABLE scratch (x CHECK (x < 5))"))
+    await cp._db.run(None, lambda conn: conn.execute("CREATE TABLE scratch (x CHECK (x < 50))"))
 
-    def insert(conn: sqlite3.Connection, txn: group.WriteTxn) -> None:
-        with txn(conn, True, lambda: 0):
-            conn.execute("INSERT INTO scratch VALUES (1)")
+    def fenced_after_writing(conn: sqlite3.Connection) -> None:
+        conn.execute("INSERT INTO scratch VALUES (2)")
+        raise HeadConflictError(ThreadId("t-1"), None, None)
 
-    def broken(conn: sqlite3.Connection, txn: group.WriteTxn) -> None:
-        with txn(conn, True, lambda: 0):
-            conn.execute("INSERT INTO scratch VALUES (9)")  # fails its CHECK
+    def breaks_a_check_after_writing(conn: sqlite3.Connection) -> None:
+        conn.execute("INSERT INTO scratch VALUES (3)")
+        conn.execute("INSERT INTO scratch VALUES (99)")
 
-    jobs = [group.Job(None, None, fn) for fn in (insert, broken, insert)]
+    jobs = scratch_jobs(
+        lambda conn: conn.execute("INSERT INTO scratch VALUES (1)") and None,
+        fenced_after_writing,
+        breaks_a_check_after_writing,
+        lambda conn: conn.execute("INSERT INTO scratch VALUES (4)") and None,
+    )
+    seen = await traced(cp)
+    await anyio.to_thread.run_sync(cp._db._run_jobs, jobs)
+    assert [type(j.error) for j in jobs] == [
+        type(None),
+        HeadConflictError,
+        sqlite3.IntegrityError,
+        type(None),
+    ]
+    assert seen.count("COMMIT") == 1 and seen.count("ROLLBACK TO gf_member") == 2
+    assert await scratch(cp) == [1, 4]
+
+
+@pytest.mark.anyio
+async def test_an_error_of_the_transaction_fails_every_commit_of_the_group(
+    cp: SqliteCheckpointer,
+) -> None:
+    """A full disk (here: the file's page limit) rolls the whole transaction back: every
+    member gets that error, nothing is written, and no transaction is left open."""
+    await cp.setup()
+    await cp._db.run(None, lambda conn: conn.execute("CREATE TABLE scratch (x)"))
+    pages = (await cp._db.run(None, lambda c: c.execute("PRAGMA page_count").fetchone()))[0]
+    await cp._db.run(None, lambda c: c.execute(f"PRAGMA max_page_count = {pages + 2}"))
+    jobs = scratch_jobs(
+        lambda conn: conn.execute("INSERT INTO scratch VALUES (1)") and None,
+        lambda conn: conn.execute("INSERT INTO scratch VALUES (?)", (b"x" * 100_000,)) and None,
+        lambda conn: conn.execute("INSERT INTO scratch VALUES (3)") and None,
+    )
     await anyio.to_thread.run_sync(cp._db._run_jobs, jobs)
     errors = [j.error for j in jobs]
-    assert all(isinstance(e, sqlite3.IntegrityError) for e in errors), errors
-    assert errors[0] is errors[1] is errors[2]
-    rows = await cp._db.run(None, lambda conn: conn.execute("SELECT * FROM scratch").fetchall())
-    assert rows == []
+    assert all(isinstance(e, sqlite3.OperationalError) for e in errors), errors
+    assert all("full" in str(e) for e in errors), errors
+    await cp._db.run(None, lambda c: c.execute("PRAGMA max_page_count = 4294967294"))
+    assert await scratch(cp) == []
+    assert cp._db.conn is not None and not cp._db.conn.in_transaction
+
+
+@pytest.mark.anyio
+async def test_groups_of_relaxed_commits_wait_for_no_fsync_and_mixed_ones_do(
+    cp: SqliteCheckpointer,
+) -> None:
+    """A group is durable when any member is (``FULL``, room kept in the WAL); a group of
+    relaxed commits (new runs' inputs) runs at ``NORMAL``."""
+    await cp.setup()
+    await cp._db.run(None, lambda conn: conn.execute("CREATE TABLE scratch (x)"))
+    for durables, level in (((False, False), "NORMAL"), ((False, True), "FULL")):
+        jobs = scratch_jobs(*(lambda conn: conn.execute("INSERT INTO scratch VALUES (1)") and None
+                              for _ in durables))  # fmt: skip
+        for j, durable in zip(jobs, durables, strict=True):
+            j.durable = durable
+        levels: list[str] = []
+        assert cp._db.conn is not None
+        cp._db.conn.set_trace_callback(levels.append)
+        await anyio.to_thread.run_sync(cp._db._run_jobs, jobs)
+        assert [j.error for j in jobs] == [None, None]
+        syncs = [s for s in levels if s.startswith("PRAGMA synchronous")]
+        assert syncs[-1:] == [f"PRAGMA synchronous={level}"] or (level == "FULL" and not syncs)
+        assert await cp._db.run(None, lambda c: c.execute("PRAGMA synchronous").fetchone()) == (
+            2,
+        )  # (every call starts durable)
+
+
+@pytest.mark.anyio
+async def test_a_cancelled_caller_whose_hop_runs_never_fails_the_others(
+    cp: SqliteCheckpointer,
+) -> None:
+    """The caller that runs a hop is cancelled while the hop runs: the hop goes on, the
+    other calls in it get their own results, and the cancelled one is cancelled after."""
+    [t] = tids(1)
+    owner = await leased(cp, [t])
+    started, go = threading.Event(), threading.Event()
+
+    def slow(conn: sqlite3.Connection) -> str:
+        started.set()
+        go.wait(5)
+        return "slow"
+
+    b = step(t)
+    outcome: dict[str, Any] = {}
+
+    async def first(scope: anyio.CancelScope) -> None:
+        with scope:
+            outcome["first"] = await cp._db.run(None, slow)
+        outcome["first cancelled"] = scope.cancelled_caught
+
+    async def second() -> None:
+        outcome["second"] = await cp.commit(t, owner, b)
+
+    scope = anyio.CancelScope()
+    async with anyio.create_task_group() as tg:
+        async with cp._db.limiter():
+            tg.start_soon(first, scope)
+            while len(cp._db._queue) < 1:
+                await anyio.sleep(0)
+            tg.start_soon(second)
+            while len(cp._db._queue) < 2:
+                await anyio.sleep(0)
+        await anyio.to_thread.run_sync(started.wait, 5)
+        scope.cancel()
+        await anyio.sleep(0.05)
+        go.set()
+    assert outcome == {"second": None, "first cancelled": True} or outcome == {
+        "first": "slow", "second": None, "first cancelled": False
+    }  # fmt: skip
+    rec = await cp.get_thread(t)
+    assert rec is not None and rec.head == b.checkpoint.id  # type: ignore[union-attr]
 
 
 GROUP_CRASHER = """
@@ -229,7 +352,7 @@ async def main(path):
             batch = c.step_batch(head, {"counter": n}, thread_id=t, step=n)
             await cp.commit(t, owner, batch)
             head = batch.checkpoint.id
-            print(t, n, flush=True)
+            print(t, n, cp._db.hops_jobs, cp._db.hops, flush=True)
             n += 1
 
     async with anyio.create_task_group() as tg:
@@ -250,6 +373,7 @@ async def test_kill_9_during_group_commits_keeps_every_returned_commit(
     that had returned is there, and every thread's head has all its inputs."""
     path = tmp_path / "group.sqlite"
     returned: dict[str, int] = {}
+    shared = 0.0  # the most calls a hop has run on average so far
     async with await anyio.open_process([sys.executable, "-c", GROUP_CRASHER, str(path),
                                          TESTS_DIR]) as proc:  # fmt: skip
         assert proc.stdout is not None
@@ -257,11 +381,13 @@ async def test_kill_9_during_group_commits_keeps_every_returned_commit(
         while sum(1 for _ in returned.values()) < 16 or len(buf.split(b"\n")) < lines:
             buf += await proc.stdout.receive()
             for line in buf.split(b"\n")[:-1]:
-                tid, n = line.decode().split()
+                tid, n, calls, hops = line.decode().split()
                 returned[tid] = max(returned.get(tid, -1), int(n))
+                shared = max(shared, int(calls) / int(hops))
         proc.send_signal(signal.SIGKILL)
         await proc.wait()
     assert len(returned) == 16
+    assert shared > 1  # commits did share hops (and so transactions)
     cp = SqliteCheckpointer(path)
     try:
         for i in range(16):
@@ -295,3 +421,43 @@ async def test_a_hop_that_fails_to_run_fails_every_call_it_took(
     monkeypatch.undo()
     rec = await cp.get_thread(t)
     assert rec is not None and rec.head is None
+
+
+@pytest.mark.anyio
+async def test_a_caller_cancelled_as_its_hop_starts_still_runs_the_others(
+    cp: SqliteCheckpointer, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The cancellation of the caller that runs a hop arrives as the hop starts (after it
+    took the queued calls): every call it took runs, and only that caller is cancelled."""
+    threads = tids(2)
+    owner = await leased(cp, threads)
+    scopes: dict[str, anyio.CancelScope] = {}
+    real = anyio.to_thread.run_sync
+
+    async def cancelled_first(*args: Any, **kwargs: Any) -> Any:
+        scopes["first"].cancel()  # (as if it arrived at this instant)
+        return await real(*args, **kwargs)
+
+    outcome: dict[str, Any] = {}
+
+    async def first() -> None:
+        with anyio.CancelScope() as scopes["first"]:
+            outcome["first"] = await cp.commit(threads[0], owner, step(threads[0]))
+            await anyio.sleep(0)  # (where its cancellation is delivered)
+
+    async def second() -> None:
+        outcome["second"] = await cp.commit(threads[1], owner, step(threads[1]))
+
+    monkeypatch.setattr(anyio.to_thread, "run_sync", cancelled_first)
+    async with anyio.create_task_group() as tg, cp._db.limiter():
+        tg.start_soon(first)
+        while len(cp._db._queue) < 1:
+            await anyio.sleep(0)
+        tg.start_soon(second)
+        while len(cp._db._queue) < 2:
+            await anyio.sleep(0)
+    monkeypatch.undo()
+    assert outcome == {"first": None, "second": None}
+    for t in threads:
+        rec = await cp.get_thread(t)
+        assert rec is not None and rec.head is not None
