@@ -21,6 +21,7 @@ resume a thread per process; W1 commits a step per fsync).
 from __future__ import annotations
 
 import contextlib
+import math
 import os
 import sqlite3
 from collections.abc import Callable, Iterator
@@ -47,6 +48,26 @@ def check_durability(durability: object) -> DurabilityLevel:
             f"crash of the process only), not {durability!r}"
         )
     return durability  # type: ignore[return-value]
+
+
+def check_options(busy_timeout: object, synchronous: object, **flags: object) -> None:
+    """Refuse ``SqliteCheckpointer`` options of the wrong kind when the store is made (before
+    any file is touched), naming the option and what it takes."""
+    if (
+        type(busy_timeout) not in (int, float)
+        or not math.isfinite(busy_timeout)  # type: ignore[arg-type]
+        or busy_timeout < 0  # type: ignore[operator]
+    ):
+        raise ValueError(
+            f"busy_timeout must be a number of seconds, 0 or more, not {busy_timeout!r}"
+        )
+    if synchronous is not None and not isinstance(synchronous, str):
+        raise ValueError(
+            f"synchronous must be OFF, NORMAL, FULL or EXTRA (or None), not {synchronous!r}"
+        )
+    for name, value in flags.items():
+        if type(value) is not bool:
+            raise ValueError(f"{name} must be True or False, not {value!r}")
 
 
 AUTOCHECKPOINT_PAGES = 250

@@ -41,7 +41,13 @@ from checkpoints.models import (
 from checkpoints.serde import dumps
 from checkpoints.sqlite import commit, listing, reads, reads_records, writes
 from checkpoints.sqlite.connection import Connection
-from checkpoints.sqlite.durability import SYNC_OF, Durability, DurabilityLevel, check_durability
+from checkpoints.sqlite.durability import (
+    SYNC_OF,
+    Durability,
+    DurabilityLevel,
+    check_durability,
+    check_options,
+)
 from checkpoints.sqlite.rows import records
 from checkpoints.sqlite.runnable import SqliteRunnable
 from checkpoints.sqlite.txn import Txn, read_txn
@@ -94,6 +100,7 @@ class SqliteCheckpointer(SqliteRunnable):
         group_commit: bool = True,
     ) -> None:
         self.path = os.fspath(path)
+        check_options(busy_timeout, synchronous, tuned_sync=tuned_sync, group_commit=group_commit)
         self.busy_timeout = busy_timeout
         self.durability: DurabilityLevel = check_durability(durability)
         if synchronous is None:

@@ -14,6 +14,7 @@ transactions are ``graphflow.evidence.store``'s, reading it back is
 
 from __future__ import annotations
 
+import math
 import os
 import sqlite3
 from collections.abc import Callable, Iterable, Sequence
@@ -94,6 +95,10 @@ class EvidenceLog:
         self._redactor = Redactor(redact_keys)
         self.redact_keys = self._redactor.redact_keys
         self.busy_timeout = busy_timeout
+        if validate is not None and type(validate) is not bool:
+            raise InvalidArgumentError(
+                f"EvidenceLog validate must be True, False or None, not {validate!r}"
+            )
         self.validate = _env_validate() if validate is None else validate
         if self.validate:
             from graphflow.evidence import validation
@@ -103,6 +108,11 @@ class EvidenceLog:
         if durability not in ("fsync", "process"):
             raise InvalidArgumentError(
                 f"EvidenceLog durability must be 'fsync' or 'process', not {durability!r}"
+            )
+        if type(busy_timeout) not in (int, float) or not 0 <= busy_timeout < math.inf:
+            raise InvalidArgumentError(
+                f"EvidenceLog busy_timeout must be a number of seconds, 0 or more, not "
+                f"{busy_timeout!r}"
             )
         self.durability = durability
         self._store = EvidenceStore(

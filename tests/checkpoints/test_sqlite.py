@@ -320,6 +320,20 @@ async def test_synchronous_and_busy_timeout_options(path: Path) -> None:
         SqliteCheckpointer(path, synchronous="sometimes")
 
 
+@pytest.mark.parametrize(
+    ("option", "value"),
+    [("busy_timeout", "5"), ("busy_timeout", -1), ("busy_timeout", float("nan")),
+     ("busy_timeout", True), ("synchronous", 2), ("tuned_sync", "no"), ("group_commit", 1)],
+)  # fmt: skip
+def test_options_of_the_wrong_kind_are_refused_before_the_file_is_made(
+    tmp_path: Path, option: str, value: object
+) -> None:
+    path = tmp_path / "store.sqlite"
+    with pytest.raises(ValueError, match=f"^{option} must be"):
+        SqliteCheckpointer(path, **{option: value})  # type: ignore[arg-type]
+    assert not path.exists()
+
+
 @pytest.mark.anyio
 async def test_failed_commits_leave_no_transaction_open(cp: SqliteCheckpointer, path: Path) -> None:
     owner, head = await fill(cp, 2)

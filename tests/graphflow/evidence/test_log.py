@@ -420,3 +420,17 @@ def test_an_append_waits_for_another_writer_in_short_tries(
     holder.join()
     assert impatient.head().count == 2
     impatient.close()
+
+
+@pytest.mark.parametrize(
+    ("option", "value"),
+    [("busy_timeout", "5"), ("busy_timeout", -1), ("busy_timeout", float("nan")),
+     ("busy_timeout", True), ("durability", "sometimes"), ("validate", "yes")],
+)  # fmt: skip
+def test_options_of_the_wrong_kind_are_refused_before_the_file_is_made(
+    tmp_path: pathlib.Path, option: str, value: object
+) -> None:
+    path = tmp_path / "e.db"
+    with pytest.raises(InvalidArgumentError, match=f"EvidenceLog {option} must be"):
+        EvidenceLog(path, **{option: value})  # type: ignore[arg-type]
+    assert not path.exists()
