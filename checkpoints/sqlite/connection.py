@@ -1,8 +1,9 @@
 """``Connection``: opening a store's file, calling it off the event loop, and naming errors.
 
-- **One connection per store object, used off the event loop.** Every call hands one
-  function to ``anyio.to_thread.run_sync`` with the object's ``CapacityLimiter(1)``, so calls
-  on one object are serialized and the event loop never waits for the disk. A
+- **One connection per store object, used off the event loop.** Calls run on a worker
+  thread, one hop at a time (the object's ``CapacityLimiter(1)``), so calls on one object
+  are serialized and the event loop never waits for the disk; calls made while a hop is
+  under way share the next one, and commits among them one transaction (``group``). A
   ``threading.Lock`` guards the connection as well, for an object shared by several event
   loops. The one exception is a private event loop of graphflow's sync API
   (``checkpoints.blocking``), where nothing else runs: there calls run inline, as a thread
@@ -289,7 +290,8 @@ class Connection:
                     m.value, m.error = None, e
                     if isinstance(cause, sqlite3.DatabaseError):  # each names its own thread
                         m.error = self.typed(cause, m.thread_id)
-                        m.error.__cause__ = cause
+                        if m.error is not cause:
+                            m.error.__cause__ = cause
             for m in members:
                 m.done = True
             self.hops_jobs += len(members)
