@@ -405,3 +405,49 @@ async def test_a_thread_resumed_to_its_end_keeps_no_lease_and_no_mark(
     assert await store.list_runnable() == []
     assert (await g.ainvoke({"log": []}, thread_id="t")).status == "paused"  # free to run again
     await store.close()
+
+
+async def test_a_worker_running_many_threads_shares_transactions_between_them(
+    tmp_path: Any,
+) -> None:
+    """At concurrency 8 on SQLite, the step commits of threads resumed together share
+    transactions (group commit: a savepoint per commit in one transaction); every thread
+    still ends done with its own answer and each node ran as often as alone."""
+    store = SqliteCheckpointer(tmp_path / "w.db")
+    c = Counted()
+    g = chain(c, c.plain("a"), c.asking("ask"), c.plain("b"), store=store)
+    threads = [f"t{i}" for i in range(24)]
+    for t in threads:
+        await g.ainvoke({"log": []}, thread_id=t)
+        await g.asubmit(t, resume=f"yes-{t}")
+    commits = 0
+    real = store.commit
+
+    async def counted(*args: Any, **kwargs: Any) -> None:
+        nonlocal commits
+        commits += 1
+        await real(*args, **kwargs)
+
+    store.commit = counted  # type: ignore[method-assign]
+    assert store._db.conn is not None
+    seen: list[str] = []
+    store._db.conn.set_trace_callback(seen.append)
+    results = await Worker(g, concurrency=8).run_once()
+    store._db.conn.set_trace_callback(None)
+    assert statuses(results) == dict.fromkeys(threads, "done")
+    groups, members = [], None  # the commits in each write transaction that had several
+    for sql in seen:
+        if sql == "BEGIN IMMEDIATE":
+            members = 0
+        elif sql == "SAVEPOINT gf_member" and members is not None:
+            members += 1
+        elif sql == "COMMIT" and members is not None:
+            groups += [members] if members else []
+            members = None
+    assert groups and max(groups) >= 2, groups
+    assert sum(groups) <= commits == 48  # (two commits a resume)
+    assert c.runs == Counter({"a": 24, "ask": 48, "b": 24})
+    for t in threads:
+        state = await g.aget_state(t)
+        assert state is not None and state.values["log"] == ["a", f"ask:yes-{t}", "b"]
+    await store.close()
