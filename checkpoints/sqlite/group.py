@@ -10,10 +10,11 @@ errors), in the order they were made.
 Commits among them (``Job.grouped``: a worker resuming many threads at once) share more:
 consecutive commits run in one write transaction, one fsync for all of them, each inside a
 savepoint of its own. Each batch is still fenced by its own lease and head, and one that
-fails (fenced off, a value that cannot be stored, a damaged row) rolls back to its
-savepoint and gets its own error; the others commit. An SQLite error (the disk, the lock)
-fails the whole transaction, so every commit of it gets that error and none is written:
-as for a commit alone, an error means nothing of the batch was written.
+fails (fenced off, a value that cannot be stored, a damaged row, an SQLite error of its own
+statement) rolls back to its savepoint and gets its own error; the others commit. An error
+of the transaction itself (``TRANSACTION_ERRORS``: the disk, the lock) fails it whole, so
+every commit of it gets that error and none is written: as for a commit alone, an error
+means nothing of the batch was written.
 """
 
 from __future__ import annotations

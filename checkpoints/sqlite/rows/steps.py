@@ -7,6 +7,7 @@ from collections.abc import Sequence
 from typing import Any, cast
 
 from checkpoints.encoding import load_value
+from checkpoints.errors import CorruptCheckpointError
 from checkpoints.models import (
     CHECKPOINT_SOURCES,
     TASK_STATUSES,
@@ -144,11 +145,14 @@ def channel_blobs(
     except (TypeError, AttributeError, OverflowError):  # a column of the wrong type
         ok = False
     if not ok:
-        raise damaged(
-            thread_id, None, f"channel {channel!r}",
-            f"checksum mismatch in its rows from version {base}",
-        )  # fmt: skip
+        raise _chain_damaged(thread_id, channel, base)
     return [first[2], *append_blobs(thread_id, ns, channel, found[1:], base)]
+
+
+def _chain_damaged(thread_id: str, channel: str, base: int) -> CorruptCheckpointError:
+    """The error for a list chain whose rows fail their checksums or kinds."""
+    detail = f"checksum mismatch in its rows from version {base}"
+    return damaged(thread_id, None, f"channel {channel!r}", detail)
 
 
 def append_blobs(
@@ -161,10 +165,7 @@ def append_blobs(
     except (TypeError, AttributeError, OverflowError):
         ok = False
     if not ok:
-        raise damaged(
-            thread_id, None, f"channel {channel!r}",
-            f"checksum mismatch in its rows from version {base}",
-        )  # fmt: skip
+        raise _chain_damaged(thread_id, channel, base)
     return [r[2] for r in found]
 
 
