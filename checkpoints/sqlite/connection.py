@@ -1,13 +1,13 @@
 """``Connection``: opening a store's file, calling it off the event loop, and naming errors.
 
 - **One connection per store object, used off the event loop.** Calls run on a worker
-  thread, one hop at a time (the object's ``CapacityLimiter(1)``), so calls on one object
-  are serialized and the event loop never waits for the disk; calls made while a hop is
+  thread, one hop at a time per event loop (a ``CapacityLimiter(1)`` of the loop's
+  ``group.Lane``), so the event loop never waits for the disk; calls made while a hop is
   under way share the next one, and commits among them one transaction (``group``). A
-  ``threading.Lock`` guards the connection as well, for an object shared by several event
-  loops. The one exception is a private event loop of graphflow's sync API
-  (``checkpoints.blocking``), where nothing else runs: there calls run inline, as a thread
-  hop costs about as much as an fsync'd commit.
+  ``threading.Lock`` orders every call on the connection, also those of several event
+  loops (of several threads) that share the object. The one exception is a private event
+  loop of graphflow's sync API (``checkpoints.blocking``), where nothing else runs: there
+  calls run inline, as a thread hop costs about as much as an fsync'd commit.
 - **Damage is reported, never guessed around.** SQLite's "file is not a database" (for a
   file that was an SQLite file) and "database disk image is malformed" raise
   ``CorruptCheckpointError`` naming the thread.
@@ -35,7 +35,7 @@ import anyio
 import anyio.to_thread
 
 from checkpoints import lockwait
-from checkpoints.blocking import inline_io
+from checkpoints.blocking import inline_io, per_loop
 from checkpoints.errors import (
     CorruptCheckpointError,
     ReadOnlyStoreError,
@@ -45,7 +45,7 @@ from checkpoints.errors import (
 from checkpoints.keeper import keeper
 from checkpoints.sqlite import group, migrations, paths
 from checkpoints.sqlite.durability import RELAXED_MAX_BYTES, Durability
-from checkpoints.sqlite.group import WriteTxn
+from checkpoints.sqlite.group import Lane, WriteTxn
 from checkpoints.sqlite.rows.checks import install
 from checkpoints.sqlite.txn import Txn
 
@@ -80,11 +80,6 @@ class Connection:
         """The open connection (None until the first call, and after ``close``)."""
         self.lock = threading.Lock()
         """Held by every call: one at a time, whichever thread or event loop makes it."""
-        self._limiter: anyio.CapacityLimiter | None = None  # (made on the first thread hop)
-        self._hop_threads: anyio.CapacityLimiter | None = None
-        self._queue: list[group.Job] = []
-        """Calls waiting for the next hop (``_hop``)."""
-        self._queue_lock = threading.Lock()  # (event loops of several threads may share it)
         self.grouping = grouping
         """Whether commits that share a hop share a transaction too (``group``)."""
         self.hops = 0
@@ -181,7 +176,7 @@ class Connection:
         if inline_io.get():  # a private event loop, as in run
             close()
             return
-        await anyio.to_thread.run_sync(close, limiter=self.limiter())
+        await anyio.to_thread.run_sync(close, limiter=self.lane().limiter)
 
     # -- calls -----------------------------------------------------------------------------
     def call(self, thread_id: str | None, fn: Callable[[sqlite3.Connection], T]) -> T:
@@ -239,22 +234,21 @@ class Connection:
         """Queue ``job``; the first call to get the limiter runs every queued job in one hop.
         A call cancelled before its job was taken withdraws it (it never runs); once taken,
         it waits for it (as ``to_thread.run_sync`` does), then is cancelled."""
-        with self._queue_lock:
-            self._queue.append(job)
-        limiter = self.limiter()
+        lane = self.lane()
+        lane.queue.append(job)
+        limiter = lane.limiter
         try:
             async with limiter:
                 if not job.taken:
-                    with self._queue_lock:
-                        jobs, self._queue = self._queue, []
-                        for j in jobs:
-                            j.taken = True
+                    jobs, lane.queue = lane.queue, []
+                    for j in jobs:
+                        j.taken = True
                     try:
                         # Taken jobs cannot be withdrawn: a cancelled caller waits for them
                         # (then is cancelled), and never hands its cancellation to the others.
                         with anyio.CancelScope(shield=True):
                             await anyio.to_thread.run_sync(
-                                self._run_jobs, jobs, limiter=self._hop_limiter()
+                                self._run_jobs, jobs, limiter=lane.hop_thread
                             )
                     except BaseException as e:  # the hop itself failed: none may pass as done
                         for j in jobs:
@@ -263,10 +257,9 @@ class Connection:
                         job.error = None  # (raised here, not kept: no cycle through this frame)
                         raise
         except BaseException:
-            with self._queue_lock:
-                withdrawn = not job.taken
-                if withdrawn:
-                    self._queue.remove(job)
+            withdrawn = not job.taken
+            if withdrawn:
+                lane.queue.remove(job)
             if not withdrawn:
                 with anyio.CancelScope(shield=True):
                     async with limiter:  # (the hop that took it holds it until it is done)
@@ -276,6 +269,7 @@ class Connection:
 
     def _run_jobs(self, jobs: list[group.Job]) -> None:
         """One hop: each job in order, alone or in a group commit (``group.runs``)."""
+        ran = 0
         for members in group.runs(jobs, self.grouping):
             try:
                 if len(members) == 1:
@@ -294,28 +288,19 @@ class Connection:
                             m.error.__cause__ = cause
             for m in members:
                 m.done = True
-            self.hops_jobs += len(members)
-        self.hops += 1
+            ran += len(members)
+        with self.lock:  # (hops of several event loops may end at once)
+            self.hops += 1
+            self.hops_jobs += ran
 
     def _group_txn(self, conn: sqlite3.Connection, durable: bool) -> AbstractContextManager[None]:
         """A group commit's transaction: durable when any member is (a relaxed one only for
         small commits, which a group need not be: ``NORMAL``)."""
         return self.durability.write(conn, durable, lambda: RELAXED_MAX_BYTES)
 
-    def _hop_limiter(self) -> anyio.CapacityLimiter:
-        """The worker thread of this store's hops (one at a time, as ``limiter`` already
-        has it): not anyio's default limiter, which other work of the process may fill."""
-        if self._hop_threads is None:
-            self._hop_threads = anyio.CapacityLimiter(1)
-        return self._hop_threads
-
-    def limiter(self) -> anyio.CapacityLimiter:
-        """The limiter of this store's thread hops: one call at a time. Made on the first hop,
-        not in ``__init__``: made on an event loop, it imports anyio's asyncio backend, which
-        a store used from the sync API never needs."""
-        if self._limiter is None:
-            self._limiter = anyio.CapacityLimiter(1)
-        return self._limiter
+    def lane(self) -> Lane:
+        """What this store's hops on the running event loop share (``Lane``)."""
+        return per_loop(self, Lane)
 
     def typed(self, e: sqlite3.DatabaseError, thread_id: str | None) -> Exception:
         """The ``CheckpointError`` that an SQLite error stands for (``e`` itself if none)."""

@@ -25,6 +25,8 @@ from contextlib import AbstractContextManager
 from types import TracebackType
 from typing import Any
 
+import anyio
+
 from checkpoints.errors import CheckpointError
 
 WriteTxn = Callable[[sqlite3.Connection, bool, Callable[[], int]], AbstractContextManager[None]]
@@ -69,6 +71,24 @@ class Job:
             raise error
         finally:
             del error  # (no reference cycle through this frame and the traceback)
+
+
+class Lane:
+    """What a store's hops on one event loop share (``blocking.per_loop``: anyio's limiters
+    serve the loop they are used on, and one store may serve several loops at once): the
+    limiter that lets one hop run at a time, the worker thread it runs on, and the calls
+    waiting for the next hop. Made at the loop's first hop, on the loop."""
+
+    __slots__ = ("hop_thread", "limiter", "queue")
+
+    def __init__(self) -> None:
+        self.limiter = anyio.CapacityLimiter(1)
+        """Held by the hop under way; calls made meanwhile queue for the next one."""
+        self.hop_thread = anyio.CapacityLimiter(1)
+        """The hops' worker thread: not anyio's default limiter, which other work of the
+        process may fill."""
+        self.queue: list[Job] = []
+        """Calls waiting for the next hop (only the loop's own thread touches it)."""
 
 
 class Savepoint:

@@ -24,7 +24,7 @@ import anyio
 import anyio.to_thread
 import sniffio
 
-from checkpoints.blocking import inline_io
+from checkpoints.blocking import inline_io, per_loop
 from graphflow.errors import InvalidArgumentError
 from graphflow.evidence import reading
 from graphflow.evidence.chain import GENESIS, EvidenceHead, chain_hash, with_hashes
@@ -49,6 +49,10 @@ VALIDATE_ENV = "GRAPHFLOW_EVIDENCE_VALIDATE"
 
 def _env_validate() -> bool:
     return os.environ.get(VALIDATE_ENV, "").strip().lower() in ("1", "true", "yes", "on")
+
+
+def _one_at_a_time() -> anyio.CapacityLimiter:
+    return anyio.CapacityLimiter(1)
 
 
 def _on_event_loop() -> bool:
@@ -104,7 +108,6 @@ class EvidenceLog:
             from graphflow.evidence import validation
 
             validation.event_errors({})  # raises now when the packages are missing
-        self._limiter: anyio.CapacityLimiter | None = None  # made on the first thread hop
         if durability not in ("fsync", "process"):
             raise InvalidArgumentError(
                 f"EvidenceLog durability must be 'fsync' or 'process', not {durability!r}"
@@ -261,11 +264,11 @@ class EvidenceLog:
     async def _run(self, fn: Callable[[], T]) -> T:
         if inline_io.get():
             return fn()
-        if self._limiter is None:
-            # Made here, not in __init__: making one on an event loop imports anyio's asyncio
-            # backend (W4: a resume in a new process, on the sync API, never needs it).
-            self._limiter = anyio.CapacityLimiter(1)
-        return await anyio.to_thread.run_sync(fn, limiter=self._limiter)
+        # One limiter per event loop (``checkpoints.blocking.per_loop``; the store's lock
+        # orders appends across loops), made at its first hop: made in __init__, it would
+        # import anyio's asyncio backend, which the sync API never needs (W4).
+        limiter = per_loop(self, _one_at_a_time)
+        return await anyio.to_thread.run_sync(fn, limiter=limiter)
 
     # -- reading (graphflow.evidence.reading) ---------------------------------------------
     def events(

@@ -1,6 +1,6 @@
 """Group commit and shared thread hops of ``SqliteCheckpointer`` (``checkpoints.sqlite.group``).
 
-Commits are made to arrive together by holding the store's limiter (the hop under way)
+Commits are made to arrive together by holding the limiter of the store's lane (the hop under way)
 while they queue; the transactions they ran in are counted from SQLite's own trace of the
 statements the connection ran.
 """
@@ -80,10 +80,10 @@ async def together(
             out[i] = e
 
     before = cp._db.hops
-    async with anyio.create_task_group() as tg, cp._db.limiter():
+    async with anyio.create_task_group() as tg, cp._db.lane().limiter:
         for i in range(len(calls)):
             tg.start_soon(one, i)
-        while len(cp._db._queue) < len(calls):
+        while len(cp._db.lane().queue) < len(calls):
             await anyio.sleep(0)
     assert cp._db.hops == before + hops  # one hop took them all
     return out
@@ -174,12 +174,12 @@ async def test_reads_and_commits_share_a_hop_in_order(cp: SqliteCheckpointer) ->
 async def test_a_call_cancelled_before_its_hop_never_runs(cp: SqliteCheckpointer) -> None:
     [t] = tids(1)
     owner = await leased(cp, [t])
-    async with anyio.create_task_group() as tg, cp._db.limiter():
+    async with anyio.create_task_group() as tg, cp._db.lane().limiter:
         tg.start_soon(cp.commit, t, owner, step(t))
-        while not cp._db._queue:
+        while not cp._db.lane().queue:
             await anyio.sleep(0)
         tg.cancel_scope.cancel()
-    assert cp._db._queue == []
+    assert cp._db.lane().queue == []
     rec = await cp.get_thread(t)
     assert rec is not None and rec.head is None
 
@@ -312,12 +312,12 @@ async def test_a_cancelled_caller_whose_hop_runs_never_fails_the_others(
 
     scope = anyio.CancelScope()
     async with anyio.create_task_group() as tg:
-        async with cp._db.limiter():
+        async with cp._db.lane().limiter:
             tg.start_soon(first, scope)
-            while len(cp._db._queue) < 1:
+            while len(cp._db.lane().queue) < 1:
                 await anyio.sleep(0)
             tg.start_soon(second)
-            while len(cp._db._queue) < 2:
+            while len(cp._db.lane().queue) < 2:
                 await anyio.sleep(0)
         await anyio.to_thread.run_sync(started.wait, 5)
         scope.cancel()
@@ -449,12 +449,12 @@ async def test_a_caller_cancelled_as_its_hop_starts_still_runs_the_others(
         outcome["second"] = await cp.commit(threads[1], owner, step(threads[1]))
 
     monkeypatch.setattr(anyio.to_thread, "run_sync", cancelled_first)
-    async with anyio.create_task_group() as tg, cp._db.limiter():
+    async with anyio.create_task_group() as tg, cp._db.lane().limiter:
         tg.start_soon(first)
-        while len(cp._db._queue) < 1:
+        while len(cp._db.lane().queue) < 1:
             await anyio.sleep(0)
         tg.start_soon(second)
-        while len(cp._db._queue) < 2:
+        while len(cp._db.lane().queue) < 2:
             await anyio.sleep(0)
     monkeypatch.undo()
     assert outcome == {"first": None, "second": None}

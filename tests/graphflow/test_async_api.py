@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import threading
 import time
 from pathlib import Path
 from typing import Any, TypedDict
@@ -10,7 +11,8 @@ import anyio
 import pytest
 
 from checkpoints import MemoryCheckpointer, SqliteCheckpointer
-from graphflow import END, START, StateGraph
+from graphflow import END, START, StateGraph, interrupt
+from graphflow.evidence import EvidenceLog
 
 
 class S(TypedDict, total=False):
@@ -56,8 +58,6 @@ async def test_a_lone_sync_node_runs_off_the_callers_event_loop(store: str, tmp_
 
 
 def test_the_sync_api_still_runs_a_lone_sync_node_inline() -> None:
-    import threading
-
     seen: list[int] = []
 
     def node(state: S) -> dict[str, Any]:
@@ -67,3 +67,50 @@ def test_the_sync_api_still_runs_a_lone_sync_node_inline() -> None:
     b = StateGraph(S).add_node("a", node).add_edge(START, "a").add_edge("a", END)
     b.compile().invoke({})
     assert seen == [threading.get_ident()]
+
+
+def _asks(state: S) -> dict[str, Any]:
+    return {"n": int(interrupt("ok?"))}
+
+
+def test_event_loops_of_several_threads_share_one_store_and_its_evidence_log(
+    tmp_path: Path,
+) -> None:
+    """Each thread runs its own event loop (``anyio.run``), with many runs at once on it, all
+    on one SqliteCheckpointer and the evidence log beside it: every run pauses (its commits
+    and its pause event written), none waits forever on another loop's limiter."""
+    store = SqliteCheckpointer(tmp_path / "shared.db", synchronous="OFF")
+    b = StateGraph(S).add_node("a", lambda s: {"n": 1}).add_node("ask", _asks)
+    graph = b.add_edge(START, "a").add_edge("a", "ask").add_edge("ask", END).compile(
+        checkpointer=store
+    )
+    results: dict[str, str] = {}
+    errors: list[BaseException] = []
+
+    def loop(k: int) -> None:
+        async def runs(rep: int) -> None:
+            async def one(tid: str) -> None:
+                results[tid] = (await graph.ainvoke({}, thread_id=tid)).status
+
+            async with anyio.create_task_group() as tg:
+                for i in range(8):
+                    tg.start_soon(one, f"t{k}-{rep}-{i}")
+
+        try:
+            for rep in range(3):
+                anyio.run(runs, rep)
+        except BaseException as e:  # (reported below, with the threads that hung)
+            errors.append(e)
+
+    threads = [threading.Thread(target=loop, args=(k,), daemon=True) for k in range(4)]
+    for t in threads:
+        t.start()
+    deadline = time.monotonic() + 60
+    for t in threads:
+        t.join(timeout=max(0.0, deadline - time.monotonic()))
+    hung = [t.name for t in threads if t.is_alive()]
+    assert not hung and not errors, (hung, errors)
+    assert len(results) == 96 and set(results.values()) == {"paused"}
+    log = EvidenceLog.beside(tmp_path / "shared.db")
+    assert len({r.thread_id for r in log.events()}) == 96 and log.verify().ok
+    log.close()
