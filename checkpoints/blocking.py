@@ -29,6 +29,7 @@ T = TypeVar("T")
 inline_io: ContextVar[bool] = ContextVar("checkpoints_inline_io", default=False)
 """True while the current event loop is private to one graphflow sync call."""
 
+
 @functools.cache
 def _kept() -> RunVar[weakref.WeakKeyDictionary[Any, Any]]:
     # Imported at the first hop, not with this module: the sync API never needs it (W4).

@@ -7,7 +7,8 @@ and a task on that loop could not renew while the node works, however long it ta
 that ends before a third of its TTL has passed (most do) costs a dictionary insert and delete.
 
 The keeper calls ``store.renew_lease`` on an event loop of its own, so a checkpointer must
-accept calls from another thread (ours do: SQLite serializes them on its connection lock).
+accept calls from another thread (ours do: the SQLite store serializes them on its connection
+lock, the memory store runs each method under its own lock).
 A checkpointer that opens files starts the keeper's thread as it opens them (``start``), so
 that the thread gets going while the process waits for the disk, not while it computes. It
 imports asyncio when a first lease is due (logging when a renewal fails): a process that

@@ -3,14 +3,23 @@
 It keeps the same records as the durable backends and serializes every value with
 ``checkpoints.serde`` when it is written, so a value that a durable store would refuse is
 refused here too, and a stored value is never aliased by the running graph.
+
+One object may serve several threads at once (a web server's threads calling the sync API,
+each on an event loop of its own, and the lease keeper's): every public method runs under
+the object's lock (``_atomic``), so that taking a lease or claiming a dispatch is one step
+for all of them. No method awaits anything that suspends, so a method holds the lock from
+its start to its end without letting its event loop run meanwhile.
 """
 
 from __future__ import annotations
 
 import bisect
 import dataclasses
-from collections.abc import Sequence
-from typing import Any
+import functools
+import inspect
+import threading
+from collections.abc import Callable, Coroutine, Sequence
+from typing import Any, TypeVar
 
 from checkpoints import serde
 from checkpoints.base import check_dispatch_outcome, first_error
@@ -45,15 +54,39 @@ from checkpoints.models import (
 )
 from checkpoints.runnable_memory import MemoryRunnable
 
+C = TypeVar("C", bound=type)
+
 
 def _dump(value: Any, key: str) -> bytes:
     return serde.dumps(value, key=key)
 
 
+def _locked(fn: Callable[..., Coroutine[Any, Any, Any]]) -> Callable[..., Any]:
+    @functools.wraps(fn)
+    async def method(self: Any, *args: Any, **kwargs: Any) -> Any:
+        with self._lock:
+            return await fn(self, *args, **kwargs)
+
+    return method
+
+
+def _atomic(cls: C) -> C:
+    """Run every public coroutine method of ``cls`` (its mixins' too) under ``self._lock``
+    (re-entrant: a method may call another)."""
+    for klass in reversed(cls.__mro__):
+        for name, fn in list(vars(klass).items()):
+            if not name.startswith("_") and inspect.iscoroutinefunction(fn):
+                setattr(cls, name, _locked(getattr(cls, name)))
+    return cls
+
+
+@_atomic
 class MemoryCheckpointer(MemoryChannels, MemoryListing, MemoryRunnable):
     """A ``Checkpointer`` that keeps everything in this process's memory."""
 
     def __init__(self) -> None:
+        self._lock = threading.RLock()
+        """Held by every public method (``_atomic``)."""
         self._threads: dict[str, ThreadRecord] = {}
         # (thread, ns) -> checkpoint id -> (record, frontier blob)
         self._checkpoints: dict[tuple[str, str], dict[str, tuple[CheckpointRecord, bytes]]] = {}

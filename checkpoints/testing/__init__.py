@@ -33,6 +33,7 @@ __all__ = [
 CHECKS: list[Check] = [
     leases.check_lease_acquire_renew_release,
     leases.check_lease_held_by_live_owner,
+    leases.check_lease_taken_by_one_of_many_os_threads,
     leases.check_lease_takeover_after_expiry,
     leases.check_lease_takeover_of_dead_process,
     commits.check_commit_fencing,

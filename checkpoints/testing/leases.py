@@ -6,6 +6,7 @@ from __future__ import annotations
 import os
 import socket
 import sys
+import threading
 from datetime import UTC, datetime
 
 import anyio
@@ -23,9 +24,12 @@ from checkpoints import (
 )
 from checkpoints.lease import new_owner
 from checkpoints.models import (
+    CallId,
     CheckpointId,
+    DispatchRecord,
     PauseId,
     TaskId,
+    ThreadId,
 )
 from checkpoints.testing.support import (
     REMOTE,
@@ -104,6 +108,54 @@ async def check_lease_held_by_live_owner(make: Factory) -> None:
     await cp.acquire_lease(T2, REMOTE, 60.0)  # another host: never known dead
     with pytest.raises(LeaseHeldError):
         await cp.acquire_lease(T2, first, 60.0)
+
+
+async def check_lease_taken_by_one_of_many_os_threads(make: Factory) -> None:
+    """Threads of the process that ask for one lease at once, each on an event loop of its
+    own (a web server's threads calling the sync API do): exactly one gets it, the others
+    ``LeaseHeldError``; and of their claims of one dispatch exactly one wins. Python
+    switches threads every microsecond meanwhile, so a check-then-set that is not atomic
+    across threads shows."""
+    cp = make()
+    await cp.setup()
+    rounds, width = 40, 4
+
+    def race(thread_id: str) -> list[tuple[bool, bool]]:
+        outcomes: list[tuple[bool, bool]] = []  # (took the lease, won the claim) per thread
+        barrier = threading.Barrier(width)
+
+        def one() -> None:
+            owner = new_owner()
+
+            async def take() -> tuple[bool, bool]:
+                try:
+                    await cp.acquire_lease(ThreadId(thread_id), owner, 30.0)
+                    leased = True
+                except LeaseHeldError:
+                    leased = False
+                claim = DispatchRecord(ThreadId(thread_id), CallId("c"), "tool", "fp", owner)
+                return leased, await cp.claim_dispatch(claim)
+
+            barrier.wait()
+            outcomes.append(anyio.run(take))
+
+        threads = [threading.Thread(target=one) for _ in range(width)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        return outcomes
+
+    interval = sys.getswitchinterval()
+    sys.setswitchinterval(1e-6)
+    try:
+        results = [await anyio.to_thread.run_sync(race, f"race-{i}") for i in range(rounds)]
+    finally:
+        sys.setswitchinterval(interval)
+    for outcomes in results:
+        assert len(outcomes) == width, outcomes
+        assert sum(leased for leased, _ in outcomes) == 1, outcomes
+        assert sum(won for _, won in outcomes) == 1, outcomes
 
 
 async def check_lease_takeover_after_expiry(make: Factory) -> None:

@@ -81,8 +81,8 @@ def test_event_loops_of_several_threads_share_one_store_and_its_evidence_log(
     and its pause event written), none waits forever on another loop's limiter."""
     store = SqliteCheckpointer(tmp_path / "shared.db", synchronous="OFF")
     b = StateGraph(S).add_node("a", lambda s: {"n": 1}).add_node("ask", _asks)
-    graph = b.add_edge(START, "a").add_edge("a", "ask").add_edge("ask", END).compile(
-        checkpointer=store
+    graph = (
+        b.add_edge(START, "a").add_edge("a", "ask").add_edge("ask", END).compile(checkpointer=store)
     )
     results: dict[str, str] = {}
     errors: list[BaseException] = []

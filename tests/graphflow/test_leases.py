@@ -275,3 +275,50 @@ def test_opening_a_store_imports_no_asyncio_and_the_keeper_imports_it_when_due(
         capture_output=True, text=True, check=True, timeout=60,
     )  # fmt: skip
     assert done.stdout.splitlines() == ["opened: False False", "renewed: True"]
+
+
+@pytest.mark.parametrize("store", ["memory", "sqlite"])
+def test_threads_of_a_server_running_one_thread_at_once_run_its_node_once(
+    store: str, tmp_path: Path
+) -> None:
+    """Four threads call the sync API for one thread id at once: one runs the node, the
+    others get ThreadBusyError while it runs (the node waits until they have). Python
+    switches threads every microsecond meanwhile (the memory store took a lease in
+    several steps and let two runs in)."""
+    cp: Any = MemoryCheckpointer() if store == "memory" else SqliteCheckpointer(tmp_path / "x.db")
+    entered: list[int] = []
+    refused = threading.Semaphore(0)
+
+    def node(state: S) -> S:
+        entered.append(threading.get_ident())
+        for _ in range(3):  # every other caller was refused (or 5 s went by)
+            refused.acquire(timeout=5)
+        return {"n": state["n"] + 1}
+
+    graph = StateGraph(S).add_node("a", node).add_edge(START, "a").add_edge("a", END)
+    compiled = graph.compile(checkpointer=cp)
+    barrier = threading.Barrier(4)
+    outcomes: list[str] = []
+
+    def call(thread_id: str) -> None:
+        barrier.wait()
+        try:
+            outcomes.append(compiled.invoke({"n": 0}, thread_id=thread_id).status)
+        except ThreadBusyError:
+            outcomes.append("busy")
+            refused.release()
+
+    interval = sys.getswitchinterval()
+    sys.setswitchinterval(1e-6)
+    try:
+        for i in range(10):
+            entered.clear()
+            outcomes.clear()
+            threads = [threading.Thread(target=call, args=(f"shared-{i}",)) for _ in range(4)]
+            for t in threads:
+                t.start()
+            for t in threads:
+                t.join()
+            assert len(entered) == 1 and sorted(outcomes) == ["busy"] * 3 + ["done"], outcomes
+    finally:
+        sys.setswitchinterval(interval)
