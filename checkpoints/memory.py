@@ -73,10 +73,14 @@ def _locked(fn: Callable[..., Coroutine[Any, Any, Any]]) -> Callable[..., Any]:
 def _atomic(cls: C) -> C:
     """Run every public coroutine method of ``cls`` (its mixins' too) under ``self._lock``
     (re-entrant: a method may call another)."""
-    for klass in reversed(cls.__mro__):
-        for name, fn in list(vars(klass).items()):
-            if not name.startswith("_") and inspect.iscoroutinefunction(fn):
-                setattr(cls, name, _locked(getattr(cls, name)))
+    names = {
+        name
+        for klass in cls.__mro__
+        for name, fn in vars(klass).items()
+        if not name.startswith("_") and inspect.iscoroutinefunction(fn)
+    }
+    for name in sorted(names):  # (each wrapped once, the method the class resolves to)
+        setattr(cls, name, _locked(getattr(cls, name)))
     return cls
 
 
