@@ -103,7 +103,11 @@ class Committer:
 
     async def mark_failed(self, graph_name: str | None) -> bool:
         """Leave the thread ``failed`` and give the lease up, best effort (after an error
-        that stopped the run); whether that was written."""
+        that stopped the run); whether that was written. A run that never held the lease
+        (its first commit, which was to take it, did not happen) writes nothing: the thread
+        is another run's, which may have paused it meanwhile."""
+        if self.take_lease:
+            return False
         batch = CommitBatch.stop("", ThreadUpdate("failed", (), graph_name))
         with anyio.CancelScope(shield=True), contextlib.suppress(Exception):
             await self.commit(batch, last=True)

@@ -17,8 +17,8 @@ from anyio.streams.memory import MemoryObjectSendStream
 
 from checkpoints.base import Checkpointer
 from checkpoints.errors import CorruptCheckpointError, LeaseHeldError, head_missing
-from checkpoints.lease import new_owner
-from checkpoints.models import CheckpointId, CheckpointRecord, ResumePoint, ThreadId
+from checkpoints.lease import lease_free, new_owner
+from checkpoints.models import CheckpointId, CheckpointRecord, ResumePoint, ThreadId, now
 from graphflow.decisions import Decision
 from graphflow.engine import lease, plan, start
 from graphflow.engine.committer import Committer
@@ -114,7 +114,14 @@ async def _enter(
     store, tid, spec = committer.store, run.thread_id, run.spec
     if input is not None:
         committer.take_lease = True
-        run.thread = await store.get_thread(tid)
+        th = run.thread = await store.get_thread(tid)
+        if th is not None and th.status == "running":
+            owner, expires = th.lease_owner, th.lease_expires_at
+            if not lease_free(owner, expires, committer.owner, now()):
+                # Another run holds it: refused now. Its run may end paused before this
+                # one's first commit, which would find the head unchanged (a pause is not a
+                # checkpoint) and the lease free, and put the input on top of a pause.
+                raise ThreadBusyError(tid, owner)
         return None
     try:
         if checkpoint_id is None:

@@ -10,8 +10,9 @@ import subprocess
 import sys
 import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any, TypedDict
+from typing import Annotated, Any, TypedDict
 
 import anyio
 import pytest
@@ -19,8 +20,11 @@ import pytest
 from checkpoints import MemoryCheckpointer, SqliteCheckpointer
 from checkpoints.errors import LeaseHeldError
 from checkpoints.keeper import LeaseKeeper, keeper
+from checkpoints.lease import new_owner
 from checkpoints.models import ThreadId
-from graphflow import END, START, NodeError, StateGraph, ThreadBusyError
+from graphflow import END, START, NodeError, StateGraph, ThreadBusyError, interrupt
+from graphflow.engine.committer import Committer
+from graphflow.reducers import append
 
 
 class S(TypedDict):
@@ -322,3 +326,104 @@ def test_threads_of_a_server_running_one_thread_at_once_run_its_node_once(
             assert len(entered) == 1 and sorted(outcomes) == ["busy"] * 3 + ["done"], outcomes
     finally:
         sys.setswitchinterval(interval)
+
+
+def _watched(kind: str, path: Path, seen: Callable[[Any], None]) -> Any:
+    """A store of ``kind`` whose ``get_thread`` hands each record it returns to ``seen``
+    first, in the thread that asked (outside the store's lock)."""
+    base: Any = MemoryCheckpointer if kind == "memory" else SqliteCheckpointer
+
+    class Watched(base):  # type: ignore[misc, valid-type]
+        async def get_thread(self, thread_id: ThreadId) -> Any:
+            rec = await super().get_thread(thread_id)
+            seen(rec)
+            return rec
+
+    return Watched() if kind == "memory" else Watched(path)
+
+
+def _draft_then_review(store: Any, entered: list[str], hold: Callable[[], object]) -> Any:
+    """draft -> review, where review (the last node before the pause) calls ``hold`` the
+    first time it runs."""
+
+    class Log(TypedDict):
+        log: Annotated[list[str], append]
+
+    def draft(state: Log) -> dict[str, Any]:
+        entered.append("draft")
+        return {"log": ["drafted"]}
+
+    def review(state: Log) -> dict[str, Any]:
+        if "review" not in entered:
+            entered.append("review")
+            hold()
+        return {"log": [f"review: {interrupt('publish?')}"]}
+
+    b = StateGraph(Log).add_node(draft).add_node(review)
+    b.add_edge(START, "draft").add_edge("draft", "review").add_edge("review", END)
+    return b.compile(checkpointer=store)
+
+
+@pytest.mark.parametrize("kind", ["memory", "sqlite"])
+def test_an_input_that_read_the_thread_running_is_refused_though_that_run_pauses_first(
+    kind: str, tmp_path: Path
+) -> None:
+    """Run B reads the thread while run A holds it in its last node; A then pauses (a
+    pause changes no head) and gives the lease up before B's first commit, which finds the
+    head it read and the lease free: B is refused, not put on top of the pause. (Before,
+    B's input was committed on the paused thread and its first node ran again.)"""
+    b_read, a_done = threading.Event(), threading.Event()
+    mine = threading.local()
+
+    def seen(rec: Any) -> None:
+        if getattr(mine, "is_b", False) and rec is not None and rec.status == "running":
+            b_read.set()
+            assert a_done.wait(10)
+
+    entered: list[str] = []
+    store = _watched(kind, tmp_path / "s.db", seen)
+    graph = _draft_then_review(store, entered, lambda: b_read.wait(10))
+    outcome: dict[str, Any] = {}
+
+    def run_a() -> None:
+        outcome["a"] = graph.invoke({}, thread_id="t").status
+        a_done.set()
+
+    def run_b() -> None:
+        mine.is_b = True
+        try:
+            outcome["b"] = graph.invoke({}, thread_id="t").status
+        except ThreadBusyError as e:
+            outcome["b"] = e
+
+    a = threading.Thread(target=run_a)
+    a.start()
+    while "review" not in entered:  # A holds the lease, in its last node
+        time.sleep(0.001)
+    b = threading.Thread(target=run_b)
+    b.start()
+    a.join(20)
+    b.join(20)
+    assert outcome["a"] == "paused" and isinstance(outcome["b"], ThreadBusyError), outcome
+    assert entered == ["draft", "review"]
+    state = graph.get_state("t")
+    assert state.values["log"] == ["drafted"] and len(state.pauses) == 1
+    done = graph.invoke(None, thread_id="t", resume="ok")
+    assert done.state["log"] == ["drafted", "review: ok"]
+
+
+@pytest.mark.anyio
+async def test_a_run_that_never_held_the_lease_marks_nothing_failed() -> None:
+    """A run whose first commit (the one to take the lease) did not happen, and which then
+    fails, leaves the thread as the run that holds it (or held it) left it: here paused.
+    (Before, its ``failed`` commit took the lease that run had given up and wrote
+    ``failed`` over the pause, which then could not be answered.)"""
+    store = MemoryCheckpointer()
+    graph = _draft_then_review(store, [], lambda: None)
+    assert (await graph.ainvoke({}, thread_id="t")).status == "paused"
+    loser = Committer(store, ThreadId("t"), new_owner(), 30.0)
+    loser.take_lease = True  # as for a new input, before its first commit
+    assert await loser.mark_failed(None) is False
+    th = await store.get_thread(ThreadId("t"))
+    assert th is not None and th.status == "paused" and len(th.pending_pause_ids) == 1
+    assert th.lease_owner is None
