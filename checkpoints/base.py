@@ -7,8 +7,10 @@ Contract shared by all backends (checked by ``checkpoints.testing``):
   when ``batch.check_head`` is set, ``HeadConflictError`` unless the root head equals
   ``batch.expected_head``. A failed commit changes nothing. With ``batch.acquire_ttl`` it
   first takes the lease in the same transaction (``LeaseHeldError`` when a live other owner
-  holds it); with ``batch.release`` it gives the lease up in it. ``batch.durable=False``
-  allows a commit that does not wait for an fsync, for a store that keeps commits in order.
+  holds it; ``HeadConflictError`` when the thread exists with another status than
+  ``batch.expected_status``, if given); with ``batch.release`` it gives the lease up in it.
+  ``batch.durable=False`` allows a commit that does not wait for an fsync, for a store that
+  keeps commits in order.
 - Values inside records are serialized with ``checkpoints.serde`` when written; a value that
   cannot be stored raises ``SerializationError`` (naming the key) and nothing is written.
 - Reads of records that cannot be decoded, or are not what was written (a durable backend

@@ -57,6 +57,10 @@ class CommitBatch:
     acquire_ttl: float | None = None
     """Take the thread's lease for this many seconds first, in the same transaction
     (creating the thread row when missing); ``LeaseHeldError`` if another live owner has it."""
+    expected_status: ThreadStatus | None = None
+    """With ``acquire_ttl``, for a thread that exists: the status it must still have (the one
+    the run read before deciding to run), else ``HeadConflictError``. A run that ends paused
+    changes the status but not the head, so the head alone does not show it."""
     release: bool = False
     """Give the lease up in the same transaction (the run's last commit)."""
     runnable_at: float | None = None
@@ -104,6 +108,7 @@ class CommitBatch:
         thread: ThreadUpdate | None = None,
         expected_head: CheckpointId | None = None,
         check_head: bool = False,
+        expected_status: ThreadStatus | None = None,
     ) -> CommitBatch:
         """A run's input checkpoint, made before any node runs: nothing durable depends on
         it yet, so it need not wait for an fsync (``durable=False``)."""
@@ -111,6 +116,7 @@ class CommitBatch:
             checkpoint, channels, thread=thread, expected_head=expected_head, check_head=check_head
         )
         batch.durable = False
+        batch.expected_status = expected_status
         return batch
 
     @classmethod

@@ -179,6 +179,9 @@ class MemoryCheckpointer(MemoryChannels, MemoryListing, MemoryRunnable):
                 rec.lease_owner, rec.lease_expires_at, owner, now()
             ):
                 raise LeaseHeldError(thread_id, rec.lease_owner)
+            status = batch.expected_status
+            if rec is not None and status is not None and rec.status != status:
+                raise HeadConflictError(thread_id, batch.expected_head, rec.head)
             if rec is None:  # created with the commit, never alone (nothing to undo on error)
                 name = batch.thread.graph_name if batch.thread is not None else None
                 rec = ThreadRecord(thread_id, "running", None, graph_name=name)

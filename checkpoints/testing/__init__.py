@@ -37,6 +37,7 @@ CHECKS: list[Check] = [
     leases.check_lease_takeover_after_expiry,
     leases.check_lease_takeover_of_dead_process,
     commits.check_commit_fencing,
+    commits.check_commit_taking_the_lease_expects_the_status_it_read,
     commits.check_commit_writes_everything,
     commits.check_serialization_error_writes_nothing,
     commits.check_commit_does_not_alias_batch,

@@ -79,6 +79,37 @@ async def check_commit_fencing(make: Factory) -> None:
     assert await cp.get_thread(T2) is None
 
 
+async def check_commit_taking_the_lease_expects_the_status_it_read(make: Factory) -> None:
+    """A commit that takes the lease with ``expected_status`` finds the thread in another
+    status (a run paused it, which moved no head): ``HeadConflictError``, nothing written
+    (the lease not taken either); in the status it expected, it commits."""
+    cp, owner = await leased(make)
+    first = step_batch(None, {"x": 1})
+    await cp.commit(T1, owner, first)
+    assert first.checkpoint is not None
+    head = first.checkpoint.id
+    paused = CommitBatch.stop("", ThreadUpdate("paused", ()))
+    paused.release = True
+    await cp.commit(T1, owner, paused)  # paused, lease given up, head unchanged
+
+    other = new_owner()
+    late = step_batch(head, {"x": 2}, step=1)
+    late.acquire_ttl, late.expected_status = 30.0, "running"  # read before the pause
+    before = await observe(cp, T1, late)
+    with pytest.raises(HeadConflictError):
+        await cp.commit(T1, other, late)
+    assert await observe(cp, T1, late) == before
+    rec = await cp.get_thread(T1)
+    assert rec is not None and (rec.status, rec.head, rec.lease_owner) == ("paused", head, None)
+
+    current = step_batch(head, {"x": 2}, step=1)
+    current.acquire_ttl, current.expected_status = 30.0, "paused"
+    await cp.commit(T1, other, current)
+    rec = await cp.get_thread(T1)
+    assert current.checkpoint is not None
+    assert rec is not None and (rec.head, rec.lease_owner) == (current.checkpoint.id, other)
+
+
 async def check_commit_writes_everything(make: Factory) -> None:
     """A commit writes every record of its batch and updates the thread row."""
     cp, owner = await leased(make)

@@ -239,6 +239,7 @@ class RunState:
                     thread=thread,
                     expected_head=expected,
                     check_head=self.parent is None,
+                    expected_status=th.status if th is not None else None,
                 )
             await self.committer.commit(batch, last=not frontier or bool(pauses))
             if th is None and self.parent is None:  # the commit created the thread

@@ -427,3 +427,75 @@ async def test_a_run_that_never_held_the_lease_marks_nothing_failed() -> None:
     th = await store.get_thread(ThreadId("t"))
     assert th is not None and th.status == "paused" and len(th.pending_pause_ids) == 1
     assert th.lease_owner is None
+
+
+_CRASHING_REVIEW = """
+import pathlib, sys, time
+from typing import Annotated, TypedDict
+from checkpoints import SqliteCheckpointer
+from graphflow import END, START, StateGraph, interrupt
+from graphflow.reducers import append
+
+class Log(TypedDict):
+    log: Annotated[list[str], append]
+
+def draft(state):
+    return {"log": ["drafted"]}
+
+def review(state):
+    pathlib.Path(sys.argv[2]).touch()
+    time.sleep(60)  # killed here, holding the thread
+    return {"log": [interrupt("publish?")]}
+
+b = StateGraph(Log).add_node(draft).add_node(review)
+b.add_edge(START, "draft").add_edge("draft", "review").add_edge("review", END)
+b.compile(checkpointer=SqliteCheckpointer(sys.argv[1])).invoke({}, thread_id="t")
+"""
+
+
+def test_an_input_that_read_a_dead_runners_thread_is_refused_if_another_run_paused_it(
+    tmp_path: Path,
+) -> None:
+    """A runner is killed in its last node (the thread stays running under a dead owner's
+    lease). Run B reads it, free to take over; run A resumes it first and pauses it (no new
+    head). B's first commit then finds the status it read changed: refused, not put on top
+    of A's pause (the store compares the status, ``CommitBatch.expected_status``)."""
+    db, marker = tmp_path / "s.db", tmp_path / "in-review"
+    script = tmp_path / "crashing.py"
+    script.write_text(_CRASHING_REVIEW)
+    child = subprocess.Popen([sys.executable, str(script), str(db), str(marker)])
+    deadline = time.monotonic() + 30
+    while not marker.exists() and time.monotonic() < deadline and child.poll() is None:
+        time.sleep(0.01)
+    child.kill()
+    child.wait()
+    assert marker.exists()
+
+    b_read, a_done = threading.Event(), threading.Event()
+    mine = threading.local()
+
+    def seen(rec: Any) -> None:
+        if getattr(mine, "is_b", False) and rec is not None and rec.status == "running":
+            b_read.set()
+            assert a_done.wait(10)
+
+    graph = _draft_then_review(_watched("sqlite", db, seen), [], lambda: None)
+    outcome: dict[str, Any] = {}
+
+    def run_b() -> None:
+        mine.is_b = True
+        try:
+            outcome["b"] = graph.invoke({}, thread_id="t").status
+        except ThreadBusyError as e:
+            outcome["b"] = e
+
+    b = threading.Thread(target=run_b)
+    b.start()
+    assert b_read.wait(10)
+    assert graph.invoke(None, thread_id="t").status == "paused"  # run A takes over
+    a_done.set()
+    b.join(20)
+    assert isinstance(outcome["b"], ThreadBusyError), outcome
+    state = graph.get_state("t")
+    assert state.values["log"] == ["drafted"] and len(state.pauses) == 1
+    assert graph.invoke(None, thread_id="t", resume="ok").state["log"] == ["drafted", "review: ok"]
