@@ -342,6 +342,38 @@ def _watched(kind: str, path: Path, seen: Callable[[Any], None]) -> Any:
     return Watched() if kind == "memory" else Watched(path)
 
 
+class _StalledInput:
+    """Run B: an input to thread ``"t"`` on a thread of its own, whose read of the thread
+    (found running) waits until ``finish``; ``outcome``: its status, or its ThreadBusyError."""
+
+    def __init__(self) -> None:
+        self.read, self._go = threading.Event(), threading.Event()
+        self._mine = threading.local()
+        self.outcome: Any = None
+        self._thread: threading.Thread | None = None
+
+    def seen(self, rec: Any) -> None:
+        if getattr(self._mine, "is_b", False) and rec is not None and rec.status == "running":
+            self.read.set()
+            assert self._go.wait(10)
+
+    def start(self, graph: Any) -> None:
+        def run() -> None:
+            self._mine.is_b = True
+            try:
+                self.outcome = graph.invoke({}, thread_id="t").status
+            except ThreadBusyError as e:
+                self.outcome = e
+
+        self._thread = threading.Thread(target=run)
+        self._thread.start()
+
+    def finish(self) -> None:
+        self._go.set()
+        assert self._thread is not None
+        self._thread.join(20)
+
+
 def _draft_then_review(store: Any, entered: list[str], hold: Callable[[], object]) -> Any:
     """draft -> review, where review (the last node before the pause) calls ``hold`` the
     first time it runs."""
@@ -371,40 +403,25 @@ def test_an_input_that_read_the_thread_running_is_refused_though_that_run_pauses
     """Run B reads the thread while run A holds it in its last node; A then pauses (a
     pause changes no head) and gives the lease up before B's first commit, which finds the
     head it read and the lease free: B is refused, not put on top of the pause. (Before,
-    B's input was committed on the paused thread and its first node ran again.)"""
-    b_read, a_done = threading.Event(), threading.Event()
-    mine = threading.local()
-
-    def seen(rec: Any) -> None:
-        if getattr(mine, "is_b", False) and rec is not None and rec.status == "running":
-            b_read.set()
-            assert a_done.wait(10)
-
+    B's input was committed on the paused thread and its first node ran again.) B is
+    refused as soon as it reads the live lease; its first commit would refuse it too, as
+    the status it read changed (``CommitBatch.expected_status``)."""
+    b = _StalledInput()
     entered: list[str] = []
-    store = _watched(kind, tmp_path / "s.db", seen)
-    graph = _draft_then_review(store, entered, lambda: b_read.wait(10))
-    outcome: dict[str, Any] = {}
-
-    def run_a() -> None:
-        outcome["a"] = graph.invoke({}, thread_id="t").status
-        a_done.set()
-
-    def run_b() -> None:
-        mine.is_b = True
-        try:
-            outcome["b"] = graph.invoke({}, thread_id="t").status
-        except ThreadBusyError as e:
-            outcome["b"] = e
-
-    a = threading.Thread(target=run_a)
+    graph = _draft_then_review(
+        _watched(kind, tmp_path / "s.db", b.seen), entered, lambda: b.read.wait(10)
+    )
+    ran_a: list[Any] = []
+    a = threading.Thread(target=lambda: ran_a.append(graph.invoke({}, thread_id="t")))
     a.start()
     while "review" not in entered:  # A holds the lease, in its last node
         time.sleep(0.001)
-    b = threading.Thread(target=run_b)
-    b.start()
-    a.join(20)
-    b.join(20)
-    assert outcome["a"] == "paused" and isinstance(outcome["b"], ThreadBusyError), outcome
+    b.start(graph)
+    a.join(20)  # A pauses while B waits (B's read let it go on)
+    b.finish()
+    assert [r.status for r in ran_a] == ["paused"]
+    assert isinstance(b.outcome, ThreadBusyError), b.outcome
+    assert b.outcome.owner is not None  # refused as it read A's lease, before any commit
     assert entered == ["draft", "review"]
     state = graph.get_state("t")
     assert state.values["log"] == ["drafted"] and len(state.pauses) == 1
@@ -471,31 +488,13 @@ def test_an_input_that_read_a_dead_runners_thread_is_refused_if_another_run_paus
     child.wait()
     assert marker.exists()
 
-    b_read, a_done = threading.Event(), threading.Event()
-    mine = threading.local()
-
-    def seen(rec: Any) -> None:
-        if getattr(mine, "is_b", False) and rec is not None and rec.status == "running":
-            b_read.set()
-            assert a_done.wait(10)
-
-    graph = _draft_then_review(_watched("sqlite", db, seen), [], lambda: None)
-    outcome: dict[str, Any] = {}
-
-    def run_b() -> None:
-        mine.is_b = True
-        try:
-            outcome["b"] = graph.invoke({}, thread_id="t").status
-        except ThreadBusyError as e:
-            outcome["b"] = e
-
-    b = threading.Thread(target=run_b)
-    b.start()
-    assert b_read.wait(10)
+    b = _StalledInput()
+    graph = _draft_then_review(_watched("sqlite", db, b.seen), [], lambda: None)
+    b.start(graph)
+    assert b.read.wait(10)
     assert graph.invoke(None, thread_id="t").status == "paused"  # run A takes over
-    a_done.set()
-    b.join(20)
-    assert isinstance(outcome["b"], ThreadBusyError), outcome
+    b.finish()
+    assert isinstance(b.outcome, ThreadBusyError), b.outcome
     state = graph.get_state("t")
     assert state.values["log"] == ["drafted"] and len(state.pauses) == 1
     assert graph.invoke(None, thread_id="t", resume="ok").state["log"] == ["drafted", "review: ok"]
