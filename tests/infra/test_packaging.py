@@ -55,7 +55,8 @@ def test_project_urls_and_license() -> None:
     project = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
     for key in ("Homepage", "Source"):
         assert project["urls"][key].startswith("https://github.com/graphflow-engine/")
-    assert project["license"] == {"text": "Apache-2.0"}
+    assert project["license"] == "Apache-2.0"  # an SPDX expression (PEP 639)
+    assert project["license-files"] == ["LICENSE"]
     text = (ROOT / "LICENSE").read_text()
     assert "Apache License" in text and "Version 2.0, January 2004" in text
     assert "END OF TERMS AND CONDITIONS" in text and "APPENDIX" in text
