@@ -15,6 +15,7 @@ nothing written, as before).
 
 from __future__ import annotations
 
+import math
 import random
 import sqlite3
 
@@ -40,7 +41,12 @@ def may_retry(before: int | None, after: int | None) -> bool:
     return before is None or (after is not None and before == after)
 
 
+_DOUBLINGS = math.ceil(math.log2(CAP / FIRST))
+"""Tries after which the cap stays at ``CAP`` (``2.0 ** attempt`` itself overflows a float
+at try 1024, a couple of seconds of waiting)."""
+
+
 def pause(attempt: int) -> float:
     """Seconds to wait before try ``attempt + 2``: uniform below a cap doubling from
     ``FIRST`` to ``CAP`` (jitter spreads waiters that looked at the same moment)."""
-    return random.uniform(0.0, min(CAP, FIRST * 2.0**attempt))
+    return random.uniform(0.0, min(CAP, FIRST * 2.0 ** min(attempt, _DOUBLINGS)))

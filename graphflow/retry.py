@@ -75,9 +75,12 @@ class RetryPolicy:
 
     def wait(self, retry: int) -> float:
         """Seconds to wait before retry number ``retry`` (1 for the first)."""
-        interval = min(
-            self.max_interval, self.initial_interval * self.backoff_factor ** (retry - 1)
-        )
+        base = self.initial_interval
+        try:
+            grown = base * self.backoff_factor ** (retry - 1)
+        except OverflowError:  # (a factor above 1 after about a thousand retries)
+            grown = math.inf if base > 0 else 0.0
+        interval = min(self.max_interval, grown)
         return random.uniform(interval / 2, interval) if self.jitter else interval
 
 

@@ -1694,6 +1694,33 @@ def test_a_call_that_finds_the_file_locked_runs_again_after_short_pauses(
     assert 0 <= max(pauses) <= _lockwait.CAP  # bounded: never SQLite's 100 ms sleeps
 
 
+def test_a_lock_held_through_thousands_of_tries_is_waited_for_not_an_overflow(
+    path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A lock held long enough for thousands of short tries (each pause is at most
+    ``lockwait.CAP``, 2 ms: another process writing for a few seconds) keeps the call
+    waiting until ``busy_timeout``. (The cap doubled per try as ``2.0 ** attempt``, which
+    overflowed at try 1024, about 1-2 s in: ``OverflowError`` from every command that
+    writes, found from the CLI.)"""
+    sleeps: list[float] = []
+    monkeypatch.setattr(time, "sleep", sleeps.append)  # (the tries, without the waiting)
+    assert all(0 <= _lockwait.pause(n) <= _lockwait.CAP for n in (0, 10, 1023, 1024, 10**6))
+    cp = SqliteCheckpointer(path)
+    tries = []
+
+    def fn(conn: sqlite3.Connection) -> str:
+        tries.append(1)
+        if len(tries) < 3000:
+            raise _busy()
+        return "done"
+
+    try:
+        assert cp._db.call(None, fn) == "done"
+    finally:
+        anyio.run(cp.close)
+    assert len(sleeps) == 2999 and max(sleeps) <= _lockwait.CAP
+
+
 def test_a_call_that_changed_rows_before_meeting_the_lock_is_not_run_again(path: Path) -> None:
     """A call that committed something and then met ``SQLITE_BUSY`` must not run twice: it
     raises ``StoreLockedError`` at once."""

@@ -28,6 +28,16 @@ def test_waits_grow_exponentially_up_to_the_cap() -> None:
     assert [p.wait(i) for i in (1, 2, 3, 4, 5)] == [0.5, 1.0, 2.0, 3.0, 3.0]
 
 
+def test_waits_stay_at_the_cap_after_thousands_of_retries() -> None:
+    """``backoff_factor ** retry`` overflows a float after about a thousand retries (a
+    policy with many short retries reaches them): the wait stays at ``max_interval`` (0 for
+    a policy that never waits), never an ``OverflowError`` in the retry loop."""
+    p = RetryPolicy(max_attempts=5000, initial_interval=0.001, max_interval=0.01, jitter=False)
+    assert [p.wait(n) for n in (1, 1025, 5000)] == [0.001, 0.01, 0.01]
+    never = RetryPolicy(max_attempts=5000, initial_interval=0.0, jitter=False)
+    assert never.wait(5000) == 0.0
+
+
 def test_jitter_draws_each_wait_between_half_of_it_and_all_of_it() -> None:
     p = RetryPolicy(initial_interval=1.0, backoff_factor=2.0, max_interval=100.0)
     waits = [p.wait(3) for _ in range(200)]
