@@ -1668,6 +1668,25 @@ def _busy() -> sqlite3.OperationalError:
     return e
 
 
+def _busy_then_done(path: Path, tries_needed: int) -> int:
+    """A call on a new store that meets ``SQLITE_BUSY`` until its ``tries_needed``-th try;
+    the tries it took (it returned "done")."""
+    cp = SqliteCheckpointer(path)
+    tries = []
+
+    def fn(conn: sqlite3.Connection) -> str:
+        tries.append(1)
+        if len(tries) < tries_needed:
+            raise _busy()
+        return "done"
+
+    try:
+        assert cp._db.call(None, fn) == "done"
+    finally:
+        anyio.run(cp.close)
+    return len(tries)
+
+
 def test_a_call_that_finds_the_file_locked_runs_again_after_short_pauses(
     path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -1677,20 +1696,7 @@ def test_a_call_that_finds_the_file_locked_runs_again_after_short_pauses(
     pauses: list[float] = []
     real_pause = _lockwait.pause
     monkeypatch.setattr(_lockwait, "pause", lambda n: pauses.append(real_pause(n)) or 0.0)
-    cp = SqliteCheckpointer(path)
-    tries = []
-
-    def fn(conn: sqlite3.Connection) -> str:
-        tries.append(1)
-        if len(tries) < 12:
-            raise _busy()
-        return "done"
-
-    try:
-        assert cp._db.call(None, fn) == "done"
-    finally:
-        anyio.run(cp.close)
-    assert len(tries) == 12 and len(pauses) == 11
+    assert _busy_then_done(path, 12) == 12 and len(pauses) == 11
     assert 0 <= max(pauses) <= _lockwait.CAP  # bounded: never SQLite's 100 ms sleeps
 
 
@@ -1705,19 +1711,7 @@ def test_a_lock_held_through_thousands_of_tries_is_waited_for_not_an_overflow(
     sleeps: list[float] = []
     monkeypatch.setattr(time, "sleep", sleeps.append)  # (the tries, without the waiting)
     assert all(0 <= _lockwait.pause(n) <= _lockwait.CAP for n in (0, 10, 1023, 1024, 10**6))
-    cp = SqliteCheckpointer(path)
-    tries = []
-
-    def fn(conn: sqlite3.Connection) -> str:
-        tries.append(1)
-        if len(tries) < 3000:
-            raise _busy()
-        return "done"
-
-    try:
-        assert cp._db.call(None, fn) == "done"
-    finally:
-        anyio.run(cp.close)
+    assert _busy_then_done(path, 3000) == 3000
     assert len(sleeps) == 2999 and max(sleeps) <= _lockwait.CAP
 
 
