@@ -41,6 +41,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any, Protocol, get_args, runtime_checkable
 
 from checkpoints.batch import CommitBatch
+from checkpoints.errors import HeadConflictError
 from checkpoints.models import (
     AnswerRecord,
     CallId,
@@ -105,6 +106,18 @@ def check_dispatch_outcome(status: object) -> ValueError | None:
     if type(status) is str and status in get_args(DispatchOutcome):
         return None
     return ValueError(f"dispatch status must be 'succeeded' or 'failed', not {status!r}")
+
+
+def status_conflict(
+    thread_id: str, batch: CommitBatch, rec: ThreadRecord
+) -> HeadConflictError | None:
+    """For a commit that takes the lease of the existing thread ``rec``: the error when the
+    thread is no longer in ``batch.expected_status`` (a run paused it meanwhile, which no
+    new head shows), None otherwise."""
+    status = batch.expected_status
+    if status is not None and rec.status != status:
+        return HeadConflictError(thread_id, batch.expected_head, rec.head)
+    return None
 
 
 @runtime_checkable

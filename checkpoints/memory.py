@@ -22,7 +22,7 @@ from collections.abc import Callable, Coroutine, Sequence
 from typing import Any, TypeVar
 
 from checkpoints import serde
-from checkpoints.base import check_dispatch_outcome, first_error
+from checkpoints.base import check_dispatch_outcome, first_error, status_conflict
 from checkpoints.batch import CommitBatch
 from checkpoints.channels_memory import MemoryChannels
 from checkpoints.encoding import encode_batch, frontier_entry, load_value
@@ -179,9 +179,9 @@ class MemoryCheckpointer(MemoryChannels, MemoryListing, MemoryRunnable):
                 rec.lease_owner, rec.lease_expires_at, owner, now()
             ):
                 raise LeaseHeldError(thread_id, rec.lease_owner)
-            status = batch.expected_status
-            if rec is not None and status is not None and rec.status != status:
-                raise HeadConflictError(thread_id, batch.expected_head, rec.head)
+            conflict = status_conflict(thread_id, batch, rec) if rec is not None else None
+            if conflict is not None:
+                raise conflict
             if rec is None:  # created with the commit, never alone (nothing to undo on error)
                 name = batch.thread.graph_name if batch.thread is not None else None
                 rec = ThreadRecord(thread_id, "running", None, graph_name=name)

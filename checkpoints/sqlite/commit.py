@@ -18,6 +18,7 @@ import sqlite3
 from contextlib import AbstractContextManager
 from typing import Any
 
+from checkpoints.base import status_conflict
 from checkpoints.batch import CommitBatch
 from checkpoints.encoding import EncodedBatch, encode_batch
 from checkpoints.errors import (
@@ -28,7 +29,7 @@ from checkpoints.errors import (
     SerializationError,
 )
 from checkpoints.lease import lease_free
-from checkpoints.models import ThreadRecord, now
+from checkpoints.models import now
 from checkpoints.sqlite import marks, reads
 from checkpoints.sqlite.group import WriteTxn
 from checkpoints.sqlite.rows import checks, records, steps, threads
@@ -230,20 +231,8 @@ def _fenced_before_values(
         if rec is not None and not lease_free(rec.lease_owner, rec.lease_expires_at, owner, now()):
             return LeaseHeldError(thread_id, rec.lease_owner)
         if rec is not None:
-            try:
-                status_check(thread_id, batch, rec)
-            except HeadConflictError as e:
-                return e
+            return status_conflict(thread_id, batch, rec)
     return None
-
-
-def status_check(thread_id: str, batch: CommitBatch, rec: ThreadRecord) -> None:
-    """A commit that takes the lease of a thread it expected in ``batch.expected_status``
-    (the status its run read): ``HeadConflictError`` when the thread has another (a run
-    paused it meanwhile: no new head shows that)."""
-    status = batch.expected_status
-    if status is not None and rec.status != status:
-        raise HeadConflictError(thread_id, batch.expected_head, rec.head)
 
 
 def _write(
@@ -274,8 +263,11 @@ def _write(
                 row = reads.thread_row(conn, thread_id)
                 if row is None:  # (a head was expected: the thread should exist)
                     raise HeadConflictError(thread_id, batch.expected_head, None)
-                rec = lease_existing(conn, thread_id, owner, ttl, row)
-                status_check(thread_id, batch, rec)
+                conflict = status_conflict(
+                    thread_id, batch, lease_existing(conn, thread_id, owner, ttl, row)
+                )
+                if conflict is not None:
+                    raise conflict
             if not conn.execute(sql, params).fetchall():
                 raise fenced_off(conn, thread_id, owner, batch) or _unfenced(conn, thread_id)
         if tasks:
