@@ -9,11 +9,15 @@ Which log a graph writes to:
 - ``evidence=False``: none. Then a high or critical risk tool call never runs (its evidence
   cannot be written), as when the log is unwritable.
 
-The default log is opened when it is first needed, not at ``compile()``.
+The default log is opened at ``compile()`` when its file exists (``open_existing``: a
+resumed run in a new process then finds it open, as it finds its store); else when it is
+first needed, so that ``compile()`` creates no file.
 """
 
 from __future__ import annotations
 
+import contextlib
+import os
 import weakref
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -24,8 +28,9 @@ from checkpoints.base import Checkpointer
 from checkpoints.models import ThreadId
 from graphflow.engine.witness import OUTBOX
 from graphflow.errors import InvalidArgumentError
-from graphflow.evidence import AUDIT_STAGE, EvidenceLog, EvidenceRecord
+from graphflow.evidence import AUDIT_STAGE, EvidenceError, EvidenceLog, EvidenceRecord
 from graphflow.evidence.events import draft_from_dict
+from graphflow.evidence.log import beside_path, on_event_loop
 
 _STAGES: dict[str, str] = {str(k): v for k, v in AUDIT_STAGE.items()}
 _DEFAULTS: weakref.WeakKeyDictionary[Any, EvidenceLog] = weakref.WeakKeyDictionary()
@@ -60,6 +65,25 @@ def resolve_log(
             log = EvidenceLog(":memory:")
         _DEFAULTS[key] = log
     return log
+
+
+def open_existing(
+    evidence: EvidenceLog | bool | None, store: Checkpointer | None, owner: object
+) -> None:
+    """At ``compile()`` outside an event loop, for ``evidence=None``: resolve (and so open)
+    the default log of ``store`` when its file exists; a log that cannot be opened now is
+    tried again, and its error raised, when it is first needed."""
+    path = getattr(store, "path", None)
+    if evidence is not None or on_event_loop():  # (there it opens at its first call)
+        return
+    if (
+        not isinstance(path, str)
+        or beside_path(path) == path
+        or not os.path.isfile(beside_path(path))
+    ):
+        return
+    with contextlib.suppress(EvidenceError):
+        resolve_log(None, store, owner)
 
 
 @dataclass(frozen=True, slots=True)

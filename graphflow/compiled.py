@@ -19,7 +19,7 @@ from checkpoints.base import Checkpointer, check_listing
 from checkpoints.errors import CorruptCheckpointError
 from checkpoints.models import DecisionRecord, ThreadId, ThreadInfo, ThreadStatus
 from graphflow import _sync, builder
-from graphflow.audit import AuditEntry, audit, check_evidence, resolve_log
+from graphflow.audit import AuditEntry, audit, check_evidence, open_existing, resolve_log
 from graphflow.drawing import draw_mermaid
 from graphflow.engine import answers, history, threads, update
 from graphflow.engine.execute import execute
@@ -60,6 +60,7 @@ class CompiledGraph:
         self.checkpointer = checkpointer
         self._evidence = check_evidence(evidence)
         self._setup_done = False
+        open_existing(self._evidence, checkpointer, self)
 
     @property
     def evidence(self) -> EvidenceLog | None:

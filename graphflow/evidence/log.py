@@ -55,12 +55,22 @@ def _one_at_a_time() -> anyio.CapacityLimiter:
     return anyio.CapacityLimiter(1)
 
 
-def _on_event_loop() -> bool:
+def on_event_loop() -> bool:
+    """Whether this thread runs an event loop (where a file is never opened inline)."""
     try:
         sniffio.current_async_library()
     except sniffio.AsyncLibraryNotFoundError:
         return False
     return True
+
+
+def beside_path(checkpoint_path: str | os.PathLike[str]) -> str:
+    """The path of the log kept beside a checkpoint store (see ``EvidenceLog.beside``)."""
+    path = os.fspath(checkpoint_path)
+    if path == MEMORY:
+        return MEMORY
+    root, ext = os.path.splitext(path)
+    return root + ".evidence.db" if ext == ".db" else path + ".evidence.db"
 
 
 class EvidenceLog:
@@ -121,7 +131,7 @@ class EvidenceLog:
         self._store = EvidenceStore(
             self.path, busy_timeout=busy_timeout, fsync=durability == "fsync"
         )
-        if not _on_event_loop():  # on an event loop's thread, the first call opens it
+        if not on_event_loop():  # on an event loop's thread, the first call opens it
             self._store.open()
 
     @classmethod
@@ -129,11 +139,7 @@ class EvidenceLog:
         """The log kept beside a checkpoint store: ``X.db`` -> ``X.evidence.db`` (``X`` ->
         ``X.evidence.db``); ``":memory:"`` -> an in-memory log. ``options`` as for the
         constructor."""
-        path = os.fspath(checkpoint_path)
-        if path == MEMORY:
-            return cls(MEMORY, **options)
-        root, ext = os.path.splitext(path)
-        return cls(root + ".evidence.db" if ext == ".db" else path + ".evidence.db", **options)
+        return cls(beside_path(checkpoint_path), **options)
 
     def __repr__(self) -> str:
         return f"EvidenceLog({self.path!r})"

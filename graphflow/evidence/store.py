@@ -37,8 +37,10 @@ from typing import Any
 from checkpoints.lockwait import is_busy, pause
 from graphflow.evidence.chain import StoredRow
 from graphflow.evidence.errors import EvidenceError, InvalidEventError
+from graphflow.evidence.walsync import WalSync
 
 MEMORY = ":memory:"
+AUTOCHECKPOINT = 1000  # (SQLite's default)
 APPLICATION_ID = 0x47464556  # "GFEV": marks a SQLite file as a graphflow evidence log
 FORMAT_VERSION = 2
 """1: the events; 2: each event may carry a unique ``event_key`` (the runtime's, so an
@@ -196,6 +198,7 @@ class EvidenceStore:
         self._identity: tuple[int, int] | None = None
         self._writable = False  # whether the file could be written when it was opened
         self._pid = 0
+        self._wal = WalSync(path, fsync=fsync)
 
     def open(self) -> None:
         """Open the file now (else the first read or write does).
@@ -229,15 +232,34 @@ class EvidenceStore:
         """
         with self._lock:
             conn = self._connection(write=True)
+            new_wal = self._wal.is_new()  # (see graphflow.evidence.walsync)
             try:
+                if new_wal:  # (and no automatic checkpoint of an unsynced WAL)
+                    conn.execute("PRAGMA synchronous=OFF")
+                    conn.execute("PRAGMA wal_autocheckpoint=0")
                 with immediate(conn, self.busy_timeout):
+                    if new_wal and not self._wal.is_new():  # another process wrote since
+                        conn.execute("ROLLBACK")
+                        conn.execute(f"PRAGMA synchronous={self.synchronous}")
+                        conn.execute(f"PRAGMA wal_autocheckpoint={AUTOCHECKPOINT}")
+                        new_wal = False
+                        _begin_waiting(conn, self.busy_timeout)
+                    if not new_wal:  # (a first append grows the file all the same)
+                        self._wal.make_room()
                     yield conn
-            except sqlite3.Error as e:
+                if new_wal:
+                    self._wal.sync()
+            except (sqlite3.Error, OSError) as e:
                 raise self.fail("cannot be written", e) from e
             except (ValueError, TypeError) as e:  # a damaged head row
                 if isinstance(e, InvalidEventError):
                     raise
                 raise self.fail("its last event is damaged (run verify)", e) from e
+            finally:
+                if new_wal and self._conn is conn:
+                    with contextlib.suppress(sqlite3.Error):
+                        conn.execute(f"PRAGMA synchronous={self.synchronous}")
+                        conn.execute(f"PRAGMA wal_autocheckpoint={AUTOCHECKPOINT}")
 
     @contextlib.contextmanager
     def reading(self) -> Iterator[sqlite3.Connection]:
@@ -257,6 +279,7 @@ class EvidenceStore:
     # -- the connection -------------------------------------------------------------------
     def _drop(self) -> None:
         conn, self._conn, self._identity = self._conn, None, None
+        self._wal.closed()
         if conn is not None and self._pid == os.getpid():
             with contextlib.suppress(sqlite3.Error):
                 conn.close()
@@ -335,6 +358,7 @@ class EvidenceStore:
         weakref.finalize(self, _close_quietly, conn, self._pid)
         self._identity = self._stat() if self.path != MEMORY else None
         self._writable = self._may_write()
+        self._wal.opened(self._writable and self.path != MEMORY)
         return conn
 
     def _setup(self, conn: sqlite3.Connection) -> None:
