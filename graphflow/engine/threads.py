@@ -17,7 +17,7 @@ from typing import Any
 
 from checkpoints.base import Checkpointer
 from checkpoints.batch import CommitBatch, ThreadUpdate
-from checkpoints.errors import LeaseHeldError, head_missing
+from checkpoints.errors import CheckpointError, LeaseHeldError, head_missing
 from checkpoints.lease import new_owner
 from checkpoints.models import (
     CheckpointRecord,
@@ -59,7 +59,8 @@ async def submit(
     """Record answers to a paused thread's pauses; return the decisions that answered
     nothing (each recorded, with the reason in ``note``). ``decisions`` must have been
     checked (``answers.check_decisions``). Their evidence is written first: while the log
-    cannot be written, nothing is recorded (``EvidenceError``)."""
+    cannot be written, nothing is recorded (``EvidenceError``); when the store then refuses
+    the records, each decision gets a second event saying it did not take effect."""
     if resume is UNSET and not decisions:
         raise InvalidArgumentError("submit needs decisions= or resume= to record")
     if by is not None:  # an id, or a Principal (its roles count for its own decisions)
@@ -93,12 +94,17 @@ async def submit(
         stored = await store.load_answers(th.thread_id, [p.id for p in waiting])
         waiting = [p for p in waiting if p.id not in stored]
     if found.decisions or found.answers:
-        await store.record_answers(
-            th.thread_id,
-            found.decisions,
-            found.answers,
-            runnable_if_updated_at=None if waiting or not found.answers else th.updated_at,
-        )
+        try:
+            await store.record_answers(
+                th.thread_id,
+                found.decisions,
+                found.answers,
+                runnable_if_updated_at=None if waiting or not found.answers else th.updated_at,
+            )
+        except CheckpointError as e:  # (locked, read-only, full: the decisions took no effect)
+            witness.add_unrecorded(found.decisions, {p.id: p for p in records}, e)
+            await witness.flush()  # (best effort: the error below is what the caller sees)
+            raise
     return found.ignored
 
 

@@ -17,6 +17,7 @@ When events are written:
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Mapping, Sequence
 from datetime import UTC, datetime
 from typing import Any
@@ -117,6 +118,22 @@ class Witness:
             p = pauses.get(a.pause_id)
             if p is not None and p.kind in GATES:
                 self.add(*resume_event(p, a.value, a.by))
+
+    def add_unrecorded(
+        self,
+        decisions: Sequence[DecisionRecord],
+        pauses: Mapping[PauseId, PauseRecord],
+        error: Exception,
+    ) -> None:
+        """Queue, for decisions whose events were written but whose records the store then
+        refused (``submit``), one more event each: the decision did not take effect, and
+        why. The trail then says so, and a retry's decision is an event of its own."""
+        if self.log is None:
+            return
+        for d in decisions:
+            refused = dataclasses.replace(d, applied=False, note=f"not recorded: {error}")
+            key, draft = decision_event(refused, pauses.get(d.pause_id) if d.pause_id else None)
+            self.add(f"unrecorded:{key}", draft)
 
     # -- the outbox ---------------------------------------------------------------------------
     def outbox(self, checkpoint_id: CheckpointId) -> list[MemoRecord]:

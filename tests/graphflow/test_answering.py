@@ -160,3 +160,27 @@ def test_decisions_of_the_wrong_shape_fail_before_anything_runs(
     with pytest.raises(InvalidArgumentError):
         g.submit("t", decisions=bad)
     assert g.list_decisions("t") == [] and ran == []
+
+
+def test_a_decision_the_store_refuses_is_marked_not_taken_in_the_trail(tmp_path: Any) -> None:
+    import sqlite3
+
+    from checkpoints import SqliteCheckpointer, StoreLockedError
+
+    store = SqliteCheckpointer(tmp_path / "x.db", busy_timeout=0.05)
+    ran: list[str] = []
+    g = _agent_graph(store, ran)
+    holder = sqlite3.connect(tmp_path / "x.db", isolation_level=None)
+    holder.execute("BEGIN IMMEDIATE")  # another writer (a backup, the sqlite3 shell)
+    with pytest.raises(StoreLockedError):
+        g.submit("t", decisions={"call_1": "approve"}, by="alice")
+    holder.execute("ROLLBACK")
+    decisions = [e for e in g.audit("t") if e.stage == "decision"]
+    assert [(e.actor, e.applied) for e in decisions] == [("alice", True), ("alice", False)]
+    assert "not recorded" in (decisions[1].detail or "") and g.list_decisions("t") == []
+    g.submit("t", decisions={"call_1": "approve"}, by="alice")  # the retry: its own event
+    assert g.invoke(None, thread_id="t").status == "done" and ran == ["/a"]
+    decisions = [e for e in g.audit("t") if e.stage == "decision"]
+    assert [e.applied for e in decisions] == [True, False, True]
+    holder.close()
+    anyio.run(store.close)
