@@ -6,9 +6,10 @@ Decisions behind it:
   refused. ``":memory:"`` is an in-memory SQLite database: one implementation for both.
 - **One chain for many processes.** A write runs under ``BEGIN IMMEDIATE`` (SQLite's write
   lock, waited for up to ``busy_timeout``). ``seq`` is the primary key and ``prev_hash`` is
-  unique, so two writers that raced could not both commit. WAL with ``synchronous=FULL``: a
-  write is durable when it commits (``fsync=False``: ``NORMAL``, durable against a crash of
-  the process, not a power loss: ``EvidenceLog(durability="process")``).
+  unique, so two writers that raced could not both commit. WAL: a write is durable when it
+  returns, its WAL synced (``graphflow.evidence.walsync``: which syncs, and how few;
+  ``fsync=False``: none, durable against a crash of the process, not a power loss:
+  ``EvidenceLog(durability="process")``).
 - **Append-only**: triggers refuse ``UPDATE`` and ``DELETE``. That guards against mistakes;
   whoever can write the file can drop them, and ``verify`` is what detects a change.
 - **Failure is typed**: an error of SQLite or of the file system becomes ``EvidenceError``
@@ -29,18 +30,15 @@ import contextlib
 import os
 import sqlite3
 import threading
-import time
 import weakref
 from collections.abc import Iterator, Sequence
 from typing import Any
 
-from checkpoints.lockwait import is_busy, pause
 from graphflow.evidence.chain import StoredRow
 from graphflow.evidence.errors import EvidenceError, InvalidEventError
-from graphflow.evidence.walsync import WalSync
+from graphflow.evidence.walsync import WalSync, immediate
 
 MEMORY = ":memory:"
-AUTOCHECKPOINT = 1000  # (SQLite's default)
 APPLICATION_ID = 0x47464556  # "GFEV": marks a SQLite file as a graphflow evidence log
 FORMAT_VERSION = 2
 """1: the events; 2: each event may carry a unique ``event_key`` (the runtime's, so an
@@ -74,46 +72,6 @@ _ROWS = (
     "SELECT seq, prev_hash, hash, CAST(body AS BLOB), thread_id, event_type FROM evidence_events"
 )
 _BATCH = 2000
-
-
-@contextlib.contextmanager
-def immediate(conn: sqlite3.Connection, wait: float | None = None) -> Iterator[None]:
-    """One write transaction (``BEGIN IMMEDIATE``: SQLite's write lock, taken at once):
-    committed when the block ends, rolled back when it raises. ``wait``: seconds to wait for
-    another process's lock in short, jittered tries of our own (``checkpoints.lockwait``:
-    SQLite's busy handler sleeps up to 100 ms between tries, and appends of many processes
-    then queue unfairly); None: the connection's busy handler."""
-    if wait is None:
-        conn.execute("BEGIN IMMEDIATE")
-    else:
-        _begin_waiting(conn, wait)
-    try:
-        yield
-        conn.execute("COMMIT")
-    except BaseException:
-        with contextlib.suppress(sqlite3.Error):
-            conn.execute("ROLLBACK")
-        raise
-
-
-def _begin_waiting(conn: sqlite3.Connection, wait: float) -> None:
-    conn.execute("PRAGMA busy_timeout = 0")  # (a locked file answers at once)
-    try:
-        started: float | None = None
-        attempt = 0
-        while True:
-            try:
-                conn.execute("BEGIN IMMEDIATE")
-                return
-            except sqlite3.OperationalError as e:
-                now = time.monotonic()
-                started = now if started is None else started
-                if not is_busy(e) or now - started >= wait:
-                    raise
-                time.sleep(pause(attempt))
-                attempt += 1
-    finally:
-        conn.execute(f"PRAGMA busy_timeout = {round(wait * 1000)}")
 
 
 def last_row(conn: sqlite3.Connection) -> tuple[Any, Any] | None:
@@ -226,40 +184,22 @@ class EvidenceStore:
         """One write transaction under the lock: all of the block's writes or none.
 
         Raises:
-            EvidenceError: the file cannot be written (nothing was written); or the block
+            EvidenceError: the file cannot be written (nothing was written; or, when the
+                file system fails its sync, perhaps written but not durable); or the block
                 raised ``ValueError``/``TypeError``, which means the last row is damaged
                 (its seq or hash is not what was written); ``InvalidEventError`` passes.
         """
         with self._lock:
             conn = self._connection(write=True)
-            new_wal = self._wal.is_new()  # (see graphflow.evidence.walsync)
             try:
-                if new_wal:  # (and no automatic checkpoint of an unsynced WAL)
-                    conn.execute("PRAGMA synchronous=OFF")
-                    conn.execute("PRAGMA wal_autocheckpoint=0")
-                with immediate(conn, self.busy_timeout):
-                    if new_wal and not self._wal.is_new():  # another process wrote since
-                        conn.execute("ROLLBACK")
-                        conn.execute(f"PRAGMA synchronous={self.synchronous}")
-                        conn.execute(f"PRAGMA wal_autocheckpoint={AUTOCHECKPOINT}")
-                        new_wal = False
-                        _begin_waiting(conn, self.busy_timeout)
-                    if not new_wal:  # (a first append grows the file all the same)
-                        self._wal.make_room()
+                with self._wal.append(conn, self.busy_timeout):  # (graphflow.evidence.walsync)
                     yield conn
-                if new_wal:
-                    self._wal.sync()
             except (sqlite3.Error, OSError) as e:
                 raise self.fail("cannot be written", e) from e
             except (ValueError, TypeError) as e:  # a damaged head row
                 if isinstance(e, InvalidEventError):
                     raise
                 raise self.fail("its last event is damaged (run verify)", e) from e
-            finally:
-                if new_wal and self._conn is conn:
-                    with contextlib.suppress(sqlite3.Error):
-                        conn.execute(f"PRAGMA synchronous={self.synchronous}")
-                        conn.execute(f"PRAGMA wal_autocheckpoint={AUTOCHECKPOINT}")
 
     @contextlib.contextmanager
     def reading(self) -> Iterator[sqlite3.Connection]:
@@ -358,7 +298,7 @@ class EvidenceStore:
         weakref.finalize(self, _close_quietly, conn, self._pid)
         self._identity = self._stat() if self.path != MEMORY else None
         self._writable = self._may_write()
-        self._wal.opened(self._writable and self.path != MEMORY)
+        self._wal.opened(conn, self._writable and self.path != MEMORY)
         return conn
 
     def _setup(self, conn: sqlite3.Connection) -> None:

@@ -400,11 +400,11 @@ def test_an_append_waits_for_another_writer_in_short_tries(
     pauses of at most ``checkpoints.lockwait.CAP`` (not SQLite's up to 100 ms), then
     writes; past ``busy_timeout`` it is an ``EvidenceError`` and nothing is written."""
     from checkpoints import lockwait
-    from graphflow.evidence import store as evidence_store
+    from graphflow.evidence import walsync
 
     pauses: list[float] = []
     real = lockwait.pause
-    monkeypatch.setattr(evidence_store, "pause", lambda n: pauses.append(real(n)) or pauses[-1])
+    monkeypatch.setattr(walsync, "pause", lambda n: pauses.append(real(n)) or pauses[-1])
     path = tmp_path / "e.db"
     log = EvidenceLog(path)
     log.append(stages.proposed(facts()))

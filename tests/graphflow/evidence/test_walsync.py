@@ -4,7 +4,6 @@ an existing file is opened at ``compile()``."""
 
 from __future__ import annotations
 
-import os
 import pathlib
 import signal
 import subprocess
@@ -18,7 +17,7 @@ import pytest
 from checkpoints import SqliteCheckpointer
 from graphflow import END, START, StateGraph
 from graphflow.compiled import CompiledGraph
-from graphflow.evidence import EvidenceError, EvidenceLog, stages
+from graphflow.evidence import EvidenceError, EvidenceLog, stages, walsync
 from graphflow.evidence.store import EvidenceStore
 from graphflow.evidence.walsync import WalSync
 
@@ -28,7 +27,7 @@ ROOT = pathlib.Path(__file__).resolve().parents[3]
 
 
 def _levels(log: EvidenceLog) -> tuple[int, int]:
-    """The connection's ``synchronous`` and ``wal_autocheckpoint`` after an append."""
+    """The connection's ``synchronous`` and ``wal_autocheckpoint`` between appends."""
     conn = log._store._conn
     assert conn is not None
     return (
@@ -38,41 +37,57 @@ def _levels(log: EvidenceLog) -> tuple[int, int]:
 
 
 @pytest.fixture
-def syncs(monkeypatch: pytest.MonkeyPatch) -> list[str]:
-    """The paths of the WALs our own sync made durable (a new WAL's first append)."""
-    done: list[str] = []
-    real = WalSync.sync
+def syncs(monkeypatch: pytest.MonkeyPatch) -> list[bool]:
+    """Our syncs of a WAL after an append, in order: True for a new WAL's (its directory
+    synced too)."""
+    done: list[bool] = []
+    real = WalSync._sync
 
-    def counted(self: WalSync) -> None:
-        real(self)
-        done.append(self._wal_path)
+    def counted(self: WalSync, new: bool) -> None:
+        real(self, new)
+        done.append(new)
 
-    monkeypatch.setattr(WalSync, "sync", counted)
+    monkeypatch.setattr(WalSync, "_sync", counted)
     return done
 
 
-def test_a_new_wal_is_synced_once_by_its_first_append_then_appends_run_at_full(
-    tmp_path: pathlib.Path, syncs: list[str]
+@pytest.fixture
+def room(monkeypatch: pytest.MonkeyPatch) -> list[int]:
+    """The appends that kept room in the WAL (by their number in the connection)."""
+    made: list[int] = []
+    real = walsync.wal.make_room
+
+    def counted(fd: int | None) -> int:
+        made.append(len(made))
+        return real(fd)
+
+    monkeypatch.setattr(walsync.wal, "make_room", counted)
+    return made
+
+
+def test_every_append_syncs_its_wal_and_a_new_wals_first_its_directory(
+    tmp_path: pathlib.Path, syncs: list[bool], room: list[int]
 ) -> None:
     path = tmp_path / "x.evidence.db"
     EvidenceLog(path).close()  # (a new file's tables are its first write, at FULL)
     log = EvidenceLog(path)
+    assert _levels(log) == (1, 1000)  # NORMAL: the commit's sync is ours
     log.append(stages.proposed(facts(call_id="c1")))
-    assert syncs == [os.path.realpath(path) + "-wal"]
-    assert _levels(log) == (2, 1000)  # FULL again, and SQLite's automatic checkpoint
-    log.append(stages.proposed(facts(call_id="c2")))
-    log.append(stages.proposed(facts(call_id="c3")))
-    assert len(syncs) == 1 and _levels(log) == (2, 1000)
+    assert syncs == [True] and _levels(log) == (1, 1000) and room == []
+    for n in (2, 3, 4):
+        log.append(stages.proposed(facts(call_id=f"c{n}")))
+    assert syncs == [True, False, False, False]
+    assert len(room) == 2  # (from the third append on)
     log.close()  # (the last connection: SQLite removes the WAL)
     again = EvidenceLog(path)
-    again.append(stages.proposed(facts(call_id="c4")))
-    assert len(syncs) == 2
-    assert [r.seq for r in again.events()] == [1, 2, 3, 4] and again.verify().ok
+    again.append(stages.proposed(facts(call_id="c5")))
+    assert syncs[4:] == [True]
+    assert [r.seq for r in again.events()] == [1, 2, 3, 4, 5] and again.verify().ok
     again.close()
 
 
-def test_a_wal_another_writer_started_meanwhile_is_appended_to_at_full(
-    tmp_path: pathlib.Path, syncs: list[str], monkeypatch: pytest.MonkeyPatch
+def test_a_wal_another_writer_started_meanwhile_is_appended_to_as_any_other(
+    tmp_path: pathlib.Path, syncs: list[bool], monkeypatch: pytest.MonkeyPatch
 ) -> None:
     log = EvidenceLog(tmp_path / "x.evidence.db")
     looks: list[bool] = []
@@ -84,16 +99,26 @@ def test_a_wal_another_writer_started_meanwhile_is_appended_to_at_full(
 
     monkeypatch.setattr(WalSync, "is_new", raced)
     log.append(stages.proposed(facts()))
-    assert len(looks) == 2 and syncs == []
-    assert _levels(log) == (2, 1000)
+    assert len(looks) == 2 and syncs == [False]
+    assert _levels(log) == (1, 1000)
     assert [r.seq for r in log.events()] == [1]
     log.close()
 
 
-def test_a_process_log_never_syncs_itself(tmp_path: pathlib.Path, syncs: list[str]) -> None:
+def test_a_process_log_never_syncs(tmp_path: pathlib.Path, syncs: list[bool]) -> None:
     log = EvidenceLog(tmp_path / "x.evidence.db", durability="process")
     log.append(stages.proposed(facts()))
     assert syncs == [] and _levels(log) == (1, 1000)  # NORMAL
+    log.close()
+
+
+def test_without_a_descriptor_on_the_wal_sqlite_syncs_at_full(
+    tmp_path: pathlib.Path, syncs: list[bool], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(walsync.wal, "open_fd", lambda path: None)
+    log = EvidenceLog(tmp_path / "x.evidence.db")
+    log.append(stages.proposed(facts()))
+    assert syncs == [] and _levels(log) == (2, 1000)  # FULL
     log.close()
 
 
