@@ -92,6 +92,13 @@ def _finish(loop: asyncio.AbstractEventLoop, task: asyncio.Future[Any]) -> None:
 
 _local = threading.local()
 
+nodes_inline: contextvars.ContextVar[bool] = contextvars.ContextVar(
+    "graphflow_nodes_inline", default=True
+)
+"""Whether a step's lone sync node may run inline on the private loop (``invoke``: a thread
+hop would cost more than most nodes). Not while ``stream`` iterates: the loop must stay free
+to hand each event over as it happens, so the node runs in a worker thread."""
+
 
 def _runner() -> _Loop:
     """This thread's loop runner (closed when the interpreter exits)."""
@@ -102,10 +109,13 @@ def _runner() -> _Loop:
     return runner
 
 
-def _private_context() -> contextvars.Context:
-    """The caller's context, with ``inline_io`` set: the loop is private to this call."""
+def _private_context(*, streaming: bool = False) -> contextvars.Context:
+    """The caller's context, with ``inline_io`` set: the loop is private to this call (and,
+    ``streaming``, ``nodes_inline`` unset)."""
     ctx = contextvars.copy_context()
     ctx.run(inline_io.set, True)
+    if streaming:
+        ctx.run(nodes_inline.set, False)
     return ctx
 
 
@@ -121,8 +131,9 @@ def iterate_sync(what: str, agen: AsyncIterator[T]) -> Iterator[T]:
     """Iterate an async generator from sync code, on this thread's private event loop.
 
     The generator runs in one task of the loop (its task groups stay in one task) and hands
-    items over through a queue; the loop runs until the next item is there. Breaking out of
-    the loop cancels the generator's task and runs it to its end.
+    items over through a queue; the loop runs until the next item is there, and nothing
+    blocks it meanwhile (``nodes_inline``). Breaking out of the loop cancels the generator's
+    task and runs it to its end.
     """
     _check_no_loop(what)
     loop = _runner().get()
@@ -137,7 +148,7 @@ def iterate_sync(what: str, agen: AsyncIterator[T]) -> Iterator[T]:
         else:
             items.put_nowait((False, None))
 
-    task = loop.create_task(pump(), context=_private_context())
+    task = loop.create_task(pump(), context=_private_context(streaming=True))
     try:
         while True:
             getter = loop.create_task(items.get())

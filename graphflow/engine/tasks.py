@@ -4,7 +4,8 @@ Async nodes run as tasks of a task group; sync nodes of a parallel step make the
 attempt in a process-wide thread pool that wakes the event loop once per batch of
 completions (so siblings that finish together are committed together, not one fsync each);
 a step's lone sync node runs inline on the sync API's private loop (a thread hop would cost
-more than most nodes) and in a worker thread under the async API. Retries follow the node's
+more than most nodes; not while the sync ``stream`` iterates, whose events must not wait
+for the next node) and in a worker thread under the async API. Retries follow the node's
 policies in one loop (``_run_task``), each retry's attempt count committed before its wait.
 A task that finishes while siblings still run has its record committed at once; the step
 (``StepTasks``) keeps the rest for the run to commit with the next checkpoint or the stop.
@@ -26,6 +27,7 @@ import anyio.to_thread
 
 from checkpoints.blocking import inline_io
 from checkpoints.models import CheckpointRecord, TaskId, TaskRecord, TaskSpec
+from graphflow._sync import nodes_inline
 from graphflow.engine.attempts import Attempt, Job, finish
 from graphflow.engine.committer import Committer
 from graphflow.engine.context import (
@@ -91,7 +93,8 @@ class TaskRunner:
             return Job(s, step, state, dict(memos.get(s.id, {})), prior, spent, ck, answers)
 
         if len(specs) == 1:
-            o = await self._run_task(job(specs[0]), inline=inline_io.get())
+            inline = inline_io.get() and nodes_inline.get()  # (not while a sync stream runs)
+            o = await self._run_task(job(specs[0]), inline=inline)
             out.outcomes[o.spec.id] = o
             out.unstored.append(o)
             return out

@@ -105,3 +105,22 @@ def test_a_forked_child_makes_its_own_loop(tmp_path: Path) -> None:
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
     assert out.returncode == 0, out.stderr
     assert out.stdout.strip() == "ok"
+
+
+def test_a_streamed_event_arrives_while_the_next_sync_node_runs() -> None:
+    """``stream`` hands over each event as it happens: the next step's sync node runs in a
+    worker thread, not on the loop (inline, it would hold the event until it returned)."""
+    seen = threading.Event()
+    waited: list[bool] = []
+
+    def slow(state: S) -> dict[str, int]:
+        waited.append(seen.wait(timeout=10))  # (set by the consumer, once it has a's update)
+        return {"n": state["n"] + 10}
+
+    b = StateGraph(S).add_node("a", lambda s: {"n": s["n"] + 1}).add_node("b", slow)
+    g = b.add_edge(START, "a").add_edge("a", "b").add_edge("b", END).compile()
+    for event in g.stream({"n": 0}, mode="updates"):
+        if event.type == "updates" and "a" in event.data:
+            seen.set()
+    assert waited == [True]
+    assert g.invoke({"n": 0}).state["n"] == 11  # (invoke still runs a lone sync node inline)

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
 
 import pytest
 
@@ -131,3 +133,39 @@ def test_draw(cli: Cli) -> None:
     assert doc["name"] == "files" and doc["mermaid"] == got.stdout
     assert not (cli.cwd / "g.db").exists()  # draw does not open the database
     assert cli("draw").code == 2
+
+
+LIVE = """\
+import os, time
+from typing import TypedDict
+from graphflow import END, START, StateGraph
+
+
+class S(TypedDict):
+    n: int
+    waited: bool
+
+
+def slow(state: S) -> dict:
+    deadline = time.monotonic() + 10  # (the test creates "go" once it has read a's line)
+    while not os.path.exists("go") and time.monotonic() < deadline:
+        time.sleep(0.01)
+    return {"waited": os.path.exists("go")}
+
+
+builder = StateGraph(S).add_node("a", lambda s: {"n": s["n"] + 1}).add_node("b", slow)
+graph = builder.add_edge(START, "a").add_edge("a", "b").add_edge("b", END).compile()
+"""
+
+
+def test_run_prints_each_step_as_it_happens(cli: Cli) -> None:
+    (cli.cwd / "live.py").write_text(LIVE, encoding="utf-8")
+    argv = [sys.executable, "-m", "graphflow", "--db", cli.db, "run", "--graph", "live:graph",
+            "--thread", "t1", "--input", json.dumps({"n": 0, "waited": False})]  # fmt: skip
+    with subprocess.Popen(argv, cwd=cli.cwd, stdout=subprocess.PIPE, text=True) as proc:
+        assert proc.stdout is not None
+        first = proc.stdout.readline()  # (a's step, printed while b still runs)
+        (cli.cwd / "go").touch()
+        rest = proc.stdout.read()
+    assert proc.returncode == 0 and " a " in f" {first}"
+    assert '"waited": true' in rest, rest
