@@ -23,7 +23,7 @@ from graphflow.audit import AuditEntry, audit, check_evidence, open_existing, re
 from graphflow.drawing import draw_mermaid
 from graphflow.engine import answers, history, threads, update
 from graphflow.engine.execute import execute
-from graphflow.engine.pauses import UNSET, pause_from_record, principal_name
+from graphflow.engine.pauses import UNSET, principal_name
 from graphflow.errors import InvalidArgumentError, ThreadNotFoundError
 from graphflow.evidence import EvidenceLog
 from graphflow.spec import GraphSpec
@@ -218,13 +218,9 @@ class CompiledGraph:
 
     # -- pauses, threads, decisions ----------------------------------------------------------
     async def apending_pauses(self, thread_id: str) -> list[Pause]:
-        """The pauses a thread waits on (empty when it is not paused)."""
-        store = await self._ready(thread_id)
-        th = await store.get_thread(ThreadId(thread_id))
-        if th is None:
-            raise ThreadNotFoundError(thread_id)
-        recs = await store.get_pauses(th.thread_id, list(th.pending_pause_ids))
-        return [pause_from_record(r) for r in recs]
+        """The pauses a thread waits on (empty when it is not paused), each answered if
+        ``submit`` stored an answer that no run has applied yet."""
+        return await threads.pending_pauses(await self._ready(thread_id), thread_id)
 
     async def alist_threads(
         self,

@@ -72,9 +72,14 @@ def db_option(fn: F) -> F:
 def database(ctx: click.Context, given: str | None) -> str:
     """The database path of a command: its own ``--db``, else the one given before the
     command name, else ``$GRAPHFLOW_DB``, else ``graphflow.db`` in the current directory."""
+    root = ctx.find_root().params.get("db")
+    if given == "" or root == "":
+        raise Usage(
+            "--db '' names no file: pass the database's path (without --db: $GRAPHFLOW_DB, "
+            f"else {DEFAULT_DB})"
+        )
     if given:
         return given
-    root = ctx.find_root().params.get("db")
     if root:
         return str(root)
     return os.environ.get("GRAPHFLOW_DB") or DEFAULT_DB
@@ -89,6 +94,8 @@ def existing_database(ctx: click.Context, given: str | None) -> str:
             f"database {path!r} does not exist (nothing was created); pass --db with the "
             "file your graph runs on, or set GRAPHFLOW_DB"
         )
+    if os.path.isdir(path):
+        raise CliError(f"database {path!r} is a directory: pass --db with the database file")
     return path
 
 

@@ -69,8 +69,10 @@ def parse_head(text: str) -> Any:
             f"--expect-head {text!r} must be COUNT:HASH, a seq and 64 lowercase hex digits "
             "(as `graphflow verify` prints the head)"
         )
-    from graphflow.evidence import EvidenceHead
+    from graphflow.evidence import GENESIS, EvidenceHead
 
+    if int(count) == 0 and digest != GENESIS:
+        raise Usage(f"--expect-head {text!r}: the empty log's head is 0:{GENESIS} (64 zeros)")
     return EvidenceHead(int(count), digest)
 
 
@@ -98,8 +100,11 @@ def audit_command(
 
     path = existing_database(ctx, db)
     ctx.meta["graphflow.db"] = path
-    log_path = existing_evidence(evidence_file(ctx, db, evidence_path))
     graph = load.store_graph(path, graph_ref)
+    assert graph.checkpointer is not None
+    # Opened now: a file that is no graphflow database is said so before a missing log.
+    load.call(graph.checkpointer.get_thread, thread)
+    log_path = existing_evidence(evidence_file(ctx, db, evidence_path))
     from graphflow.compiled import CompiledGraph
     from graphflow.evidence import EvidenceLog
 

@@ -9,7 +9,6 @@ channel values before and after it.
 
 from __future__ import annotations
 
-import dataclasses
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -221,18 +220,7 @@ async def _values(store: Checkpointer, reads: Reads, ck: CheckpointRecord) -> di
 
 
 def _public_pause(rec: PauseRecord, reads: Reads) -> Pause:
-    pause = pause_from_record(rec)
-    ans = (reads.answers or {}).get(rec.id)
-    if ans is None:
-        return pause
-    return dataclasses.replace(
-        pause,
-        answered=True,
-        answer=ans.value,
-        answered_by=ans.by,
-        answered_at=to_datetime(ans.created_at),
-        answer_reason=ans.reason,
-    )
+    return pause_from_record(rec, (reads.answers or {}).get(rec.id))
 
 
 def _derived(

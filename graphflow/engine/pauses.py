@@ -8,7 +8,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from checkpoints.models import PauseKind, PauseRecord, to_datetime
+from checkpoints.models import AnswerRecord, PauseKind, PauseRecord, to_datetime
 from graphflow.types import Pause, ToolConfirmationPause, ToolConfirmationRequest
 
 UNSET: Any = type("Unset", (), {"__repr__": lambda self: "UNSET"})()
@@ -28,8 +28,22 @@ class PauseRequest:
     value: Any
 
 
-def pause_from_record(rec: PauseRecord) -> Pause:
-    """The public ``Pause`` for a stored pause record."""
+def pause_from_record(rec: PauseRecord, answer: AnswerRecord | None = None) -> Pause:
+    """The public ``Pause`` for a stored pause record (answered by ``answer``, if given)."""
+    pause = _unanswered(rec)
+    if answer is None:
+        return pause
+    return dataclasses.replace(
+        pause,
+        answered=True,
+        answer=answer.value,
+        answered_by=answer.by,
+        answered_at=to_datetime(answer.created_at),
+        answer_reason=answer.reason,
+    )
+
+
+def _unanswered(rec: PauseRecord) -> Pause:
     created = to_datetime(rec.created_at)
     if rec.kind == "tool_confirmation" and isinstance(rec.value, Mapping):
         req = rec.value.get("request")

@@ -30,7 +30,7 @@ from checkpoints.models import (
 from graphflow.decisions import Decision
 from graphflow.engine import answers, lease, start
 from graphflow.engine.committer import Committer
-from graphflow.engine.pauses import UNSET, principal_name
+from graphflow.engine.pauses import UNSET, pause_from_record, principal_name
 from graphflow.engine.reads import carried_step
 from graphflow.engine.witness import Witness
 from graphflow.errors import (
@@ -44,6 +44,7 @@ from graphflow.errors import (
 )
 from graphflow.evidence import EventDraft, EvidenceLog, stages
 from graphflow.spec import GraphSpec
+from graphflow.types import Pause
 
 
 async def submit(
@@ -106,6 +107,18 @@ async def submit(
             await witness.flush()  # (best effort: the error below is what the caller sees)
             raise
     return found.ignored
+
+
+async def pending_pauses(store: Checkpointer, thread_id: str) -> list[Pause]:
+    """The pauses a thread waits on, each with the answer ``submit`` stored for it, if any
+    (answered, not yet applied: the next run applies it)."""
+    th = await store.get_thread(ThreadId(thread_id))
+    if th is None:
+        raise ThreadNotFoundError(thread_id)
+    ids = list(th.pending_pause_ids)
+    records = await store.get_pauses(th.thread_id, ids) if ids else []
+    stored = await store.load_answers(th.thread_id, ids) if ids else {}
+    return [pause_from_record(r, stored.get(r.id)) for r in records]
 
 
 async def list_decisions(store: Checkpointer, thread_id: str) -> list[DecisionRecord]:

@@ -92,6 +92,11 @@ class EvidenceHead:
             raise InvalidArgumentError(
                 f"EvidenceHead.hash must be 64 lowercase hex digits, not {self.hash!r}"
             )
+        if self.count == 0 and self.hash != GENESIS:
+            raise InvalidArgumentError(
+                f"EvidenceHead(0, {self.hash!r}) is no log's head: the empty log's is "
+                "EvidenceHead(0, GENESIS), 64 zeros"
+            )
 
 
 class StoredRow(NamedTuple):

@@ -184,3 +184,17 @@ def test_a_decision_the_store_refuses_is_marked_not_taken_in_the_trail(tmp_path:
     assert [e.applied for e in decisions] == [True, False, True]
     holder.close()
     anyio.run(store.close)
+
+
+def test_a_submitted_answer_shows_in_pending_pauses_as_in_get_state(store: Checkpointer) -> None:
+    effects: list[str] = []
+    g = _ask_graph(store, effects)
+    g.invoke({}, thread_id="q")
+    (before,) = g.pending_pauses("q")
+    assert not before.answered
+    g.submit("q", resume="yes", by="carol")
+    (pending,) = g.pending_pauses("q")  # (stored; the next run applies it)
+    (shown,) = g.get_state("q").tasks[0].pauses
+    assert pending.answered and (pending.answer, pending.answered_by) == ("yes", "carol")
+    assert pending == shown and pending.answered_at is not None
+    assert g.invoke(None, thread_id="q").state.log == ["yes"] and g.pending_pauses("q") == []

@@ -553,7 +553,9 @@ def test_submit_records_the_answer_and_a_later_run_applies_it(backend: Backend) 
     graph = backend.graph(make)
     assert graph.get_state("t").values.log == ["first"]
     assert [t.status for t in graph.list_threads()] == ["paused"]
-    assert graph.pending_pauses("t") == [pause]
+    [pending] = graph.pending_pauses("t")  # (still pending, and answered: not applied yet)
+    assert (pending.id, pending.answered, pending.answer) == (pause.id, True, "via inbox")
+    assert (pending.answered_by, pending.answer_reason) == ("alice", "looks fine")
 
     done = backend.graph(make).invoke(None, thread_id="t")
     assert done.status == "done"

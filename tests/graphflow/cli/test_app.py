@@ -182,6 +182,23 @@ def test_a_store_error_names_the_database(cli: Cli) -> None:
     assert repr(cli.db) in got.error and "not a graphflow database" in got.error
 
 
+def test_a_directory_or_an_empty_db_is_refused_naming_it(cli: Cli) -> None:
+    (cli.cwd / "adir").mkdir()
+    for args in (["threads"], ["pauses"], ["show", "t"], ["audit", "t"]):
+        got = cli(*args, "--db", "adir", db=False)
+        assert got.code == 1 and "database 'adir' is a directory" in got.error, args
+        empty = cli(*args, "--db", "", db=False)
+        assert empty.code == 2 and "--db '' names no file" in empty.error, args
+    assert cli("--db", "", "threads", db=False).code == 2
+    assert sorted(p.name for p in cli.cwd.iterdir()) == ["adir", "flows.py"]
+
+
+def test_audit_of_a_file_that_is_no_database_says_so_before_its_log(cli: Cli) -> None:
+    (cli.cwd / "g.db").write_text("not a database at all, just text\n" * 40)
+    got = cli("audit", "t1")
+    assert got.code == 1 and "not a graphflow database" in got.error
+
+
 def test_an_sqlite_error_is_about_the_database(cli: Cli, monkeypatch: pytest.MonkeyPatch) -> None:
     cli.start("t1")
 

@@ -177,6 +177,12 @@ def test_a_malformed_expect_head_is_a_usage_error(cli: Cli, head: str) -> None:
     assert got.code == 2 and "COUNT:HASH" in got.error
 
 
+def test_an_expect_head_of_seq_0_must_be_the_empty_logs(cli: Cli) -> None:
+    approved(cli)
+    got = cli("verify", "--expect-head", "0:" + "a" * 64)
+    assert got.code == 2 and "the empty log's head is 0:" + "0" * 64 in got.error
+
+
 def test_verify_in_a_new_process_is_one_line_and_exit_3(cli: Cli) -> None:
     approved(cli)
     edit(evidence_path(cli), 5)

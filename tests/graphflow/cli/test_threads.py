@@ -219,3 +219,14 @@ def test_a_type_of_the_graph_read_without_it_says_to_pass_it(cli: Cli) -> None:
     with_graph = cli.sub("show", "t", "--graph", "typed:graph", "--json")
     assert with_graph.code == 0
     assert json.loads(with_graph.stdout)["values"]["item"] == {"name": "x"}
+
+
+def test_pauses_and_show_agree_that_an_approved_call_is_answered(cli: Cli) -> None:
+    cli.start("t1")
+    assert cli("approve", "t1", CALL, "--by", "alice").code == 0
+    (pause,) = cli("pauses", "t1", "--json").json()
+    shown = [p for task in cli("show", "t1", "--json").json()["tasks"] for p in task["pauses"]]
+    assert (pause["answered"], pause["answered_by"]) == (True, "alice")
+    assert [(p["pause_id"], p["answered"], p["answered_by"]) for p in shown] == [
+        (pause["pause_id"], True, "alice")
+    ]

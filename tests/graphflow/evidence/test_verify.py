@@ -185,5 +185,8 @@ def test_an_expected_head_must_be_a_head() -> None:
         EvidenceHead(3, "ABC")
     with pytest.raises(InvalidArgumentError, match="int >= 0"):
         EvidenceHead(-1, GENESIS)
+    with pytest.raises(InvalidArgumentError, match="no log's head"):
+        EvidenceHead(0, "a" * 64)  # (the empty log's hash is GENESIS)
+    assert EvidenceLog(":memory:").verify(EvidenceHead(0, GENESIS)).ok
     with pytest.raises(InvalidArgumentError, match="must be an EvidenceHead"):
         EvidenceLog(":memory:").verify((3, GENESIS))  # type: ignore[arg-type]
