@@ -15,6 +15,7 @@ if _typing.TYPE_CHECKING:
     from graphflow.errors import (
         AmbiguousResumeError,
         GraphflowError,
+        GraphMismatchError,
         GraphValidationError,
         InvalidArgumentError,
         InvalidRouteError,
@@ -52,6 +53,7 @@ _HOMES: dict[str, tuple[str, ...]] = {
     "graphflow.engine.context": ("NodeContext", "interrupt"),
     "graphflow.errors": (
         "AmbiguousResumeError",
+        "GraphMismatchError",
         "GraphValidationError",
         "GraphflowError",
         "InvalidArgumentError",
@@ -127,6 +129,7 @@ __all__ = [
     "CompiledGraph",
     "END",
     "Event",
+    "GraphMismatchError",
     "GraphValidationError",
     "GraphflowError",
     "InvalidArgumentError",

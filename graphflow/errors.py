@@ -167,6 +167,22 @@ class ThreadFinishedError(GraphflowError):
         self.thread_id = thread_id
 
 
+class GraphMismatchError(GraphflowError):
+    """A stored thread waits on nodes this graph does not have: another graph made it (or
+    an earlier version of this one, with nodes since renamed). Nothing ran; the thread is as
+    it was."""
+
+    def __init__(self, thread_id: str, nodes: Sequence[str]):
+        self.thread_id = thread_id
+        self.nodes = tuple(nodes)
+        names = ", ".join(repr(n) for n in self.nodes)
+        super().__init__(
+            f"thread {thread_id!r} waits on node {names}, which this graph does not have: "
+            "another graph made it; resume it with that graph (give graphs names, "
+            "compile(name=...), so that workers tell their threads apart)"
+        )
+
+
 class RecursionLimitError(GraphflowError):
     """The run exceeded ``recursion_limit`` supersteps; its last checkpoint is kept."""
 

@@ -47,7 +47,7 @@ from checkpoints.models import RunnableMark, ThreadId, now
 from graphflow.compiled import CompiledGraph
 from graphflow.engine.execute import execute
 from graphflow.engine.outcomes import RunStopped
-from graphflow.errors import InvalidArgumentError, ThreadBusyError
+from graphflow.errors import GraphMismatchError, InvalidArgumentError, ThreadBusyError
 
 __all__ = ["Worker", "WorkerResult"]
 
@@ -256,6 +256,8 @@ class Worker:
             return result("busy", f"thread {tid!r} stopped between steps (the worker stopped)")
         except ThreadBusyError as e:
             return result("busy", str(e))
+        except GraphMismatchError as e:  # another (unnamed) graph's: still runnable, for it
+            return result("failed", f"{e}: left as it is")
         except Exception as e:
             await store.unmark_runnable(claimed)  # not again and again: it needs a person
             return result("failed", f"{type(e).__name__}: {e}")

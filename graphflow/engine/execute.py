@@ -28,6 +28,7 @@ from graphflow.engine.pauses import UNSET, principal_name
 from graphflow.engine.port import EngineFault
 from graphflow.engine.run import Run
 from graphflow.errors import (
+    GraphMismatchError,
     InvalidArgumentError,
     ThreadBusyError,
     ThreadCancelledError,
@@ -179,6 +180,9 @@ async def _run(
         await start.start_input(run, input, head, forking=forking)
         return await run.loop(fresh=True)
     assert head is not None and thread is not None
+    unknown = sorted({t.node for t in head.frontier} - run.spec.nodes.keys())
+    if unknown:  # (before anything runs or is written: the thread stays as it was)
+        raise GraphMismatchError(run.thread_id, unknown)
     if forking:
         await start.fork(run, head)
         return await run.loop(fresh=True)

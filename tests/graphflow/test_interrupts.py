@@ -21,6 +21,7 @@ from graphflow import (
     AmbiguousResumeError,
     CompiledGraph,
     GraphflowError,
+    GraphMismatchError,
     NodeContext,
     NodeError,
     NothingToResumeError,
@@ -946,3 +947,22 @@ def test_interrupt_before_in_a_subgraph_holds_the_childs_step_and_continue_relea
     assert done.status == "done"
     assert sorted(done.state.log) == ["sib", "x", "x", "y", "y", "z"]
     assert calls == {"sib": 1, "x": 2, "y": 2, "z": 1}
+
+
+def test_a_thread_of_another_graph_is_refused_before_anything_runs(backend: Backend) -> None:
+    calls: Counter[str] = Counter()
+    backend.graph(ask_graph(calls)).invoke({}, thread_id="t")
+
+    def other() -> StateGraph:
+        b = StateGraph(State).add_node("elsewhere", logger("elsewhere", calls))
+        return b.add_edge(START, "elsewhere").add_edge("elsewhere", END)
+
+    stranger = backend.graph(other)
+    before = stranger.get_state("t")
+    with pytest.raises(GraphMismatchError, match="node 'ask', which this graph does not") as e:
+        stranger.invoke(None, thread_id="t", resume="yes")
+    assert (e.value.thread_id, e.value.nodes) == ("t", ("ask",))
+    assert calls == {"first": 1, "ask": 1} and stranger.get_state("t") == before
+    assert [t.status for t in stranger.list_threads()] == ["paused"]
+    done = backend.graph(ask_graph(calls)).invoke(None, thread_id="t", resume="yes")
+    assert done.state.log == ["first", "ask:'yes'", "last"]

@@ -63,7 +63,9 @@ class Counted:
         return node
 
 
-def chain(c: Counted, *nodes: Any, store: Any = None, name: str = "g", **kw: Any) -> CompiledGraph:
+def chain(
+    c: Counted, *nodes: Any, store: Any = None, name: str | None = "g", **kw: Any
+) -> CompiledGraph:
     b = StateGraph(S)
     for fn in nodes:
         b.add_node(fn)
@@ -135,6 +137,26 @@ async def test_a_thread_of_a_graph_the_worker_lacks_is_reported_and_left_alone()
     assert await store.get_thread(ThreadId("theirs")) == before  # untouched, lease free
     assert len(await store.list_runnable()) == 1  # still runnable, for a worker that has it
     assert statuses(await Worker([mine, other]).run_once()) == {"theirs": "done"}
+
+
+@pytest.mark.parametrize("kind", ["memory", "sqlite"])
+async def test_a_thread_of_another_unnamed_graph_is_left_runnable_for_it(
+    kind: str, tmp_path: Any
+) -> None:
+    c = Counted()
+    store = MemoryCheckpointer() if kind == "memory" else SqliteCheckpointer(tmp_path / "x.db")
+    theirs = chain(c, c.asking("ask"), store=store, name=None)
+    mine = chain(c, c.plain("other"), store=store, name=None)
+    await theirs.ainvoke({"log": []}, thread_id="t")
+    await theirs.asubmit("t", resume="ok")
+    [r] = await Worker(mine).run_once()
+    assert (r.thread_id, r.status) == ("t", "failed") and c.runs == Counter({"ask": 1})
+    assert r.error is not None and "this graph does not have" in r.error and "left as" in r.error
+    th = await store.get_thread(ThreadId("t"))
+    assert th is not None and (th.status, th.lease_owner) == ("paused", None)
+    assert len(await store.list_runnable()) == 1  # still runnable, for the graph it is of
+    assert statuses(await Worker(theirs).run_once()) == {"t": "done"}
+    await store.close()
 
 
 async def test_a_thread_held_by_a_live_run_is_busy_and_untouched() -> None:

@@ -13,6 +13,7 @@ EXPECTED = {
         "CompiledGraph",
         "END",
         "Event",
+        "GraphMismatchError",
         "GraphValidationError",
         "GraphflowError",
         "InvalidArgumentError",
