@@ -17,6 +17,7 @@ first needed, so that ``compile()`` creates no file.
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import os
 import weakref
 from collections.abc import Mapping
@@ -148,4 +149,31 @@ async def audit(log: EvidenceLog, store: Checkpointer | None, thread_id: str) ->
             kept = memos.get(OUTBOX, {}).get("events") or {}
             if kept:
                 await log.aappend_once([(k, draft_from_dict(d)) for k, d in kept.items()])
-    return [entry_of(r) for r in await log.aevents(thread_id)]
+    return superseded([entry_of(r) for r in await log.aevents(thread_id)])
+
+
+def superseded(entries: list[AuditEntry]) -> list[AuditEntry]:
+    """``entries`` as the decisions took effect: a decision whose record the store refused
+    (``submit`` wrote a second event, "not recorded: ...") and one that a later applied
+    decision on the same pause (or call) overrode are shown as not applied, saying why (the
+    latest wins, as answers do: ``graph.list_decisions`` reads the records the same way)."""
+    out = list(entries)
+    latest: dict[str, int] = {}
+    for i, e in enumerate(entries):
+        key = e.pause_id or e.call_id
+        if e.stage != "decision" or key is None:
+            continue
+        if e.applied:
+            latest[key] = i
+        elif (e.detail or "").startswith("not recorded") and key in latest:
+            j = latest.pop(key)  # (the decision it reports on took no effect)
+            out[j] = dataclasses.replace(entries[j], applied=False, detail=e.detail)
+    winners = set(latest.values())
+    for i, e in enumerate(out):
+        key = e.pause_id or e.call_id
+        if e.stage == "decision" and e.applied and key is not None and i not in winners:
+            winner = entries[latest[key]]
+            verdict = "deny" if winner.decision == "deny" else "approve"
+            note = f"superseded by the {verdict} of {winner.actor or 'an anonymous caller'}"
+            out[i] = dataclasses.replace(e, applied=False, detail=note)
+    return out

@@ -23,7 +23,7 @@ import anyio
 
 from checkpoints.base import Checkpointer
 from checkpoints.batch import CommitBatch, ThreadUpdate
-from checkpoints.errors import HeadConflictError, LeaseHeldError, LeaseLostError
+from checkpoints.errors import HeadConflictError, LeaseHeldError, LeaseLostError, StoreLockedError
 from checkpoints.models import (
     AnswerRecord,
     CallId,
@@ -49,7 +49,8 @@ class Committer:
         self.take_lease = False
         """The next commit takes the thread's lease (a new input's first commit)."""
         self.released = False
-        """The run's last commit gave the lease up."""
+        """The lease is not the run's to give up: its last commit gave it up, or its first,
+        which was to take it, never got the store's write lock (so it took nothing)."""
         self._answers: list[AnswerRecord] = []
 
     # -- answers ---------------------------------------------------------------------------
@@ -78,7 +79,13 @@ class Committer:
             batch.answers = [*answers, *batch.answers]
         batch.release = last and batch.ns == ""
         try:
-            await self.store.commit(self.thread_id, self.owner, batch)
+            try:
+                await self.store.commit(self.thread_id, self.owner, batch)
+            except StoreLockedError:
+                # It never had the write lock, so it wrote nothing: the lease it was to take
+                # is not the run's, and a release would wait for that lock all over again.
+                self.released = self.released or self.take_lease
+                raise
         except LeaseHeldError as e:
             raise ThreadBusyError(self.thread_id, e.owner) from e
         except (LeaseLostError, HeadConflictError) as e:

@@ -107,6 +107,9 @@ def test_conflicting_decisions_say_which_took_effect(store: Checkpointer) -> Non
         ("bob", "deny", True),
     ]
     assert recs[0].note == "superseded by the deny of bob"
+    trail = [e for e in g.audit("t") if e.stage == "decision"]  # (the trail says the same)
+    assert [(e.actor, e.applied) for e in trail] == [("alice", False), ("bob", True)]
+    assert trail[0].detail == "superseded by the deny of bob"
 
 
 class Log(BaseModel):
@@ -176,12 +179,13 @@ def test_a_decision_the_store_refuses_is_marked_not_taken_in_the_trail(tmp_path:
         g.submit("t", decisions={"call_1": "approve"}, by="alice")
     holder.execute("ROLLBACK")
     decisions = [e for e in g.audit("t") if e.stage == "decision"]
-    assert [(e.actor, e.applied) for e in decisions] == [("alice", True), ("alice", False)]
+    assert [(e.actor, e.applied) for e in decisions] == [("alice", False), ("alice", False)]
     assert "not recorded" in (decisions[1].detail or "") and g.list_decisions("t") == []
     g.submit("t", decisions={"call_1": "approve"}, by="alice")  # the retry: its own event
     assert g.invoke(None, thread_id="t").status == "done" and ran == ["/a"]
     decisions = [e for e in g.audit("t") if e.stage == "decision"]
-    assert [e.applied for e in decisions] == [True, False, True]
+    assert [e.applied for e in decisions] == [False, False, True]  # (as they took effect)
+    assert (decisions[0].detail or "").startswith("not recorded")
     holder.close()
     anyio.run(store.close)
 

@@ -446,6 +446,38 @@ async def test_a_run_that_never_held_the_lease_marks_nothing_failed() -> None:
     assert th.lease_owner is None
 
 
+def test_an_input_whose_first_commit_found_the_file_locked_releases_nothing(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The first commit (which was to take the lease) waited ``busy_timeout`` for another
+    writer's lock and failed: the run held no lease, so it gives none up (a release would
+    wait for that lock all over again, and fail the same way)."""
+    import sqlite3
+
+    from checkpoints import StoreLockedError
+
+    store = SqliteCheckpointer(tmp_path / "x.db", busy_timeout=0.05)
+    b = StateGraph(S).add_node("inc", lambda s: {"n": s["n"] + 1})
+    graph = b.add_edge(START, "inc").add_edge("inc", END).compile(checkpointer=store)
+    released: list[str] = []
+    real = store.release_lease
+
+    async def spy(thread_id: Any, owner: str) -> None:
+        released.append(str(thread_id))
+        await real(thread_id, owner)
+
+    monkeypatch.setattr(store, "release_lease", spy)
+    holder = sqlite3.connect(tmp_path / "x.db", isolation_level=None)
+    holder.execute("BEGIN IMMEDIATE")
+    with pytest.raises(StoreLockedError):
+        graph.invoke({"n": 0}, thread_id="t")
+    holder.execute("ROLLBACK")
+    holder.close()
+    assert released == [] and graph.get_state("t") is None
+    assert graph.invoke({"n": 0}, thread_id="t").state["n"] == 1  # the same call, later
+    anyio.run(store.close)
+
+
 _CRASHING_REVIEW = """
 import pathlib, sys, time
 from typing import Annotated, TypedDict
