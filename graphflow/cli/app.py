@@ -43,6 +43,9 @@ def _failure(ctx: click.Context, error: Exception) -> CliError:
         )
     if isinstance(error, UnknownPauseError):
         return CliError(str(error), NOT_FOUND)
+    hint = _command_hint(error)
+    if hint is not None:
+        return CliError(hint)
     if isinstance(error, CorruptCheckpointError) and ctx.meta.get("graphflow.store_view"):
         return CliError(
             f"{error}; this was read without the graph's code: if the state holds types of "
@@ -51,6 +54,28 @@ def _failure(ctx: click.Context, error: Exception) -> CliError:
     if isinstance(error, GraphflowError | CheckpointError):
         return CliError(str(error))
     return CliError(f"{type(error).__name__}: {error}")
+
+
+def _command_hint(error: Exception) -> str | None:
+    """The message of an error whose own says what to call in Python, saying which command
+    to run instead (None: its own message serves)."""
+    from graphflow.errors import NodeError, ThreadPausedError
+
+    if isinstance(error, ThreadPausedError):
+        t = error.thread_id
+        return (
+            f"thread {t!r} is paused at {list(error.pause_ids)}: `graphflow pauses {t}` shows "
+            f"them; answer them (`graphflow approve`, `deny`, `answer`) and run `graphflow "
+            f"resume {t} --graph MODULE:ATTR`, or `graphflow cancel {t} --reason TEXT`"
+        )
+    if isinstance(error, NodeError) and error.thread_id:
+        t = error.thread_id
+        return (
+            f"node {error.node!r} raised {type(error.error).__name__}: {error.error} in "
+            f"thread {t!r}; fix the cause and run `graphflow resume {t} --graph MODULE:ATTR` "
+            "to retry it alone"
+        )
+    return None
 
 
 class _Graphflow(click.Group):

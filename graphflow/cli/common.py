@@ -78,11 +78,19 @@ def database(ctx: click.Context, given: str | None) -> str:
             "--db '' names no file: pass the database's path (without --db: $GRAPHFLOW_DB, "
             f"else {DEFAULT_DB})"
         )
-    if given:
-        return given
-    if root:
-        return str(root)
-    return os.environ.get("GRAPHFLOW_DB") or DEFAULT_DB
+    path = given or (str(root) if root else None) or os.environ.get("GRAPHFLOW_DB") or DEFAULT_DB
+    return sqlite_path(path)
+
+
+def sqlite_path(path: str) -> str:
+    """``path``, which must be a SQLite file's: a PostgreSQL DSN is refused (exit 1), by
+    every command alike."""
+    if path.startswith(("postgresql://", "postgres://")):
+        raise CliError(
+            f"--db {path!r}: PostgreSQL stores are not available in this version; "
+            "give a SQLite file path"
+        )
+    return path
 
 
 def existing_database(ctx: click.Context, given: str | None) -> str:

@@ -15,7 +15,7 @@ import sys
 from collections.abc import Awaitable, Callable, Iterator, Mapping
 from typing import TYPE_CHECKING, Any, TypeVar
 
-from graphflow.cli.common import CliError, Usage
+from graphflow.cli.common import CliError, Usage, sqlite_path
 
 if TYPE_CHECKING:
     from checkpoints.sqlite import SqliteCheckpointer
@@ -29,11 +29,7 @@ T = TypeVar("T")
 def store(path: str) -> SqliteCheckpointer:
     """The SQLite store on ``path`` (created when missing: callers that must not create
     it check first, ``common.existing_database``)."""
-    if path.startswith(("postgresql://", "postgres://")):
-        raise CliError(
-            f"--db {path!r}: PostgreSQL stores are not available in this version; "
-            "give a SQLite file path"
-        )
+    sqlite_path(path)
     import click
 
     from checkpoints.sqlite import SqliteCheckpointer

@@ -193,6 +193,17 @@ def test_a_directory_or_an_empty_db_is_refused_naming_it(cli: Cli) -> None:
     assert sorted(p.name for p in cli.cwd.iterdir()) == ["adir", "flows.py"]
 
 
+def test_a_postgresql_dsn_is_refused_alike_by_every_command(cli: Cli) -> None:
+    dsn = "postgresql://postgres@127.0.0.1:5432/test"
+    for args in (["threads"], ["pauses"], ["show", "t"], ["audit", "t"], ["verify"],
+                 ["approve", "t", "c"], ["worker", "--graph", "flows:graph", "--once"],
+                 ["run", "--graph", "flows:graph", "--thread", "t", "--input", "{}"]):  # fmt: skip
+        got = cli(*args, "--db", dsn, db=False)
+        assert got.code == 1, (args, got.stderr)
+        assert "PostgreSQL stores are not available in this version" in got.error, args
+    assert sorted(p.name for p in cli.cwd.iterdir()) == ["flows.py"]
+
+
 def test_audit_of_a_file_that_is_no_database_says_so_before_its_log(cli: Cli) -> None:
     (cli.cwd / "g.db").write_text("not a database at all, just text\n" * 40)
     got = cli("audit", "t1")

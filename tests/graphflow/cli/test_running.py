@@ -72,6 +72,32 @@ def test_run_with_null_input_continues_and_a_paused_thread_refuses_input(cli: Cl
     refused = cli("run", "--graph", "flows:graph", "--thread", "t1", "--input", "{}")
     assert refused.code == 1 and refused.stdout == ""
     assert "thread 't1' is paused at" in refused.error
+    assert "`graphflow resume t1 --graph" in refused.error and "invoke(" not in refused.error
+
+
+FAILING = """\
+from typing import TypedDict
+from graphflow import END, START, StateGraph
+
+
+class S(TypedDict):
+    n: int
+
+
+def boom(state: S) -> dict:
+    raise ValueError("no disk")
+
+
+graph = StateGraph(S).add_node(boom).add_edge(START, "boom").add_edge("boom", END).compile()
+"""
+
+
+def test_a_node_error_says_which_command_retries_it(cli: Cli) -> None:
+    (cli.cwd / "failing.py").write_text(FAILING, encoding="utf-8")
+    got = cli("run", "--graph", "failing:graph", "--thread", "t1", "--input", '{"n": 0}')
+    assert got.code == 1 and "node 'boom' raised ValueError: no disk" in got.error
+    assert "`graphflow resume t1 --graph MODULE:ATTR`" in got.error
+    assert "invoke(" not in got.error
 
 
 @pytest.mark.parametrize(
