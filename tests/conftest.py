@@ -1,4 +1,5 @@
-"""Shared fixtures: the anyio backend, and a detector of blocking calls on the event loop.
+"""Shared fixtures: the anyio backend, a detector of blocking calls on the event loop, and
+``read_only`` (a file or directory made read-only for a block, as root too).
 
 Tests of async paths (marked ``anyio``) run under blockbuster (as anyio's own suite does):
 a blocking call (sleep, file or socket I/O, SQLite, a lock wait) made on an event loop's
@@ -14,7 +15,10 @@ fit fails the test that wrote it.
 
 from __future__ import annotations
 
+import contextlib
 import os
+import subprocess
+from pathlib import Path
 
 os.environ["GRAPHFLOW_EVIDENCE_VALIDATE"] = "1"
 
@@ -82,3 +86,32 @@ def store(request: pytest.FixtureRequest, tmp_path: Any) -> Iterator[Any]:
     cp = SqliteCheckpointer(tmp_path / "store.db")
     yield cp
     anyio.run(cp.close)
+
+
+@contextlib.contextmanager
+def _read_only(path: Path) -> Iterator[None]:
+    """``path`` (a file or a directory) made read-only: by its mode, or (root ignores
+    modes) as an immutable file."""
+    if os.geteuid() != 0:
+        mode, back = (0o555, "755") if path.is_dir() else (0o444, "644")
+        os.chmod(path, mode)
+        undo = ["chmod", back, str(path)]
+    else:
+        try:
+            made = subprocess.run(["chattr", "+i", str(path)], capture_output=True).returncode
+        except FileNotFoundError:
+            made = 1
+        if made != 0:
+            pytest.skip("cannot make a file read-only for root here (no chattr +i)")
+        undo = ["chattr", "-i", str(path)]
+    try:
+        assert not os.access(path, os.W_OK)
+        yield
+    finally:
+        subprocess.run(undo, check=True)
+
+
+@pytest.fixture
+def read_only() -> Callable[[Path], contextlib.AbstractContextManager[None]]:
+    """``with read_only(path):`` a file or directory read-only for the block."""
+    return _read_only

@@ -34,6 +34,7 @@ import weakref
 from collections.abc import Iterator, Sequence
 from typing import Any
 
+from checkpoints.sqlite.paths import read_only_uris
 from graphflow.evidence.chain import StoredRow
 from graphflow.evidence.errors import EvidenceError, InvalidEventError
 from graphflow.evidence.walsync import WalSync, immediate
@@ -242,14 +243,19 @@ class EvidenceStore:
         if write and not self._may_write():
             self._drop()
             raise EvidenceError(
-                f"evidence log {self.path!r} cannot be written: the file is read-only; make "
-                "it writable again (nothing was written)",
+                f"evidence log {self.path!r} cannot be written: the file (or its directory) "
+                "is read-only; make it writable again (nothing was written)",
                 path=self.path,
             )
         return conn
 
     def _may_write(self) -> bool:
-        return self.path == MEMORY or os.access(self.path, os.W_OK)
+        """Whether the file, and its directory (where SQLite keeps its ``-wal`` and
+        ``-shm``), may be written."""
+        if self.path == MEMORY:
+            return True
+        directory = os.path.dirname(os.path.abspath(self.path))
+        return os.access(self.path, os.W_OK) and os.access(directory, os.W_OK | os.X_OK)
 
     def _stat(self) -> tuple[int, int] | None:
         try:
@@ -272,17 +278,15 @@ class EvidenceStore:
                     f"evidence log {self.path!r} is a directory; give a file path",
                     path=self.path,
                 )
+        # A log that exists but may not be written (a read-only file, directory or file
+        # system) is opened read-only, as the checkpoint store is: audit and verify work.
+        read_only = self.path != MEMORY and os.path.exists(self.path) and not self._may_write()
         try:
-            conn = sqlite3.connect(
-                self.path,
-                timeout=self.busy_timeout,
-                isolation_level=None,  # transactions are explicit
-                check_same_thread=False,  # guarded by self._lock; used by worker threads
-            )
+            conn = self._connect_read_only() if read_only else self._connect(self.path)
         except sqlite3.Error as e:
             raise self.fail("cannot be opened", e) from e
         try:
-            if self.path != MEMORY:
+            if self.path != MEMORY and not read_only:
                 conn.execute("PRAGMA journal_mode=WAL")
             conn.execute(f"PRAGMA synchronous={self.synchronous}")
             self._setup(conn)
@@ -300,6 +304,31 @@ class EvidenceStore:
         self._writable = self._may_write()
         self._wal.opened(conn, self._writable and self.path != MEMORY)
         return conn
+
+    def _connect(self, target: str, *, uri: bool = False) -> sqlite3.Connection:
+        return sqlite3.connect(
+            target,
+            timeout=self.busy_timeout,
+            isolation_level=None,  # transactions are explicit
+            check_same_thread=False,  # guarded by self._lock; used by worker threads
+            uri=uri,
+        )
+
+    def _connect_read_only(self) -> sqlite3.Connection:
+        """The file read-only: ``mode=ro``, else (no ``-shm`` can be made beside it and no
+        WAL is left over) ``immutable`` (``checkpoints.sqlite.paths.read_only_uris``)."""
+        uris = read_only_uris(self.path)
+        for i, target in enumerate(uris):
+            conn = self._connect(target, uri=True)
+            try:
+                conn.execute("PRAGMA application_id").fetchone()
+                return conn
+            except sqlite3.OperationalError as e:
+                conn.close()
+                cannot = (sqlite3.SQLITE_CANTOPEN, sqlite3.SQLITE_READONLY)
+                if i + 1 == len(uris) or e.sqlite_errorcode & 0xFF not in cannot:
+                    raise
+        raise AssertionError("unreachable")  # pragma: no cover
 
     def _setup(self, conn: sqlite3.Connection) -> None:
         """Create the tables of a new file; refuse a file that is not an evidence log."""

@@ -224,3 +224,17 @@ def test_freeze_text_and_bad_input(cli: Cli) -> None:
     assert cli("freeze", "t1", "--reason", "again").code == 1
     assert cli("freeze", "t1", "--reason", "r", "--db", str(cli.cwd / "n.db"), db=False).code == 4
     assert not (cli.cwd / "n.db").exists()
+
+
+def test_audit_and_verify_in_a_read_only_directory(cli: Cli, read_only: Any) -> None:
+    directory = cli.cwd / "kept"
+    directory.mkdir()
+    cli.db = str(directory / "g.db")
+    approved(cli)  # (the commands' stores and logs are closed when each returns)
+    with read_only(directory):
+        trail = cli("audit", "t1", "--json")
+        assert trail.code == 0, trail.stderr
+        assert [e["stage"] for e in trail.json()][:2] == ["proposal", "policy"]
+        verified = cli("verify")
+        assert verified.code == 0 and verified.stdout.startswith("ok: "), verified.stderr
+    assert sorted(p.name for p in directory.iterdir()) == ["g.db", "g.evidence.db"]

@@ -11,7 +11,6 @@ import shutil
 import sqlite3
 import subprocess
 import sys
-from collections.abc import Iterator
 from typing import Any
 
 import pytest
@@ -155,28 +154,7 @@ def test_the_log_is_append_only_for_plain_sql(tmp_path: pathlib.Path) -> None:
                        "WHERE seq = 1")  # fmt: skip
 
 
-@contextlib.contextmanager
-def read_only(path: pathlib.Path) -> Iterator[None]:
-    """``path`` made read-only: by its mode, or (root ignores modes) as an immutable file."""
-    if os.geteuid() != 0:
-        os.chmod(path, 0o444)
-        undo = ["chmod", "644", str(path)]
-    else:
-        try:
-            made = subprocess.run(["chattr", "+i", str(path)], capture_output=True).returncode
-        except FileNotFoundError:
-            made = 1
-        if made != 0:
-            pytest.skip("cannot make a file read-only for root here (no chattr +i)")
-        undo = ["chattr", "-i", str(path)]
-    try:
-        assert not os.access(path, os.W_OK)
-        yield
-    finally:
-        subprocess.run(undo, check=True)
-
-
-def test_a_read_only_file_cannot_be_appended_to(tmp_path: pathlib.Path) -> None:
+def test_a_read_only_file_cannot_be_appended_to(tmp_path: pathlib.Path, read_only: Any) -> None:
     path = tmp_path / "e.db"
     log = fill(path, 2)
     with read_only(path):
@@ -191,6 +169,27 @@ def test_a_read_only_file_cannot_be_appended_to(tmp_path: pathlib.Path) -> None:
             other.close()
     assert log.append(stages.proposed(facts())).seq == 3  # writable again: used again
     assert log.verify().ok
+
+
+def test_a_log_in_a_read_only_directory_is_read_and_verified(
+    tmp_path: pathlib.Path, read_only: Any
+) -> None:
+    """Where SQLite cannot make its ``-shm`` beside the file (a read-only directory or file
+    system), the log is opened read-only: audits and ``verify`` work, appends say why not."""
+    directory = tmp_path / "logs"
+    directory.mkdir()
+    path = directory / "e.db"
+    fill(path, 3).close()
+    with read_only(directory):
+        log = EvidenceLog(path)
+        assert log.verify().ok and [r.seq for r in log.events()] == [1, 2, 3]
+        assert log.head().count == 3
+        with pytest.raises(EvidenceError, match=r"read-only; make it writable again"):
+            log.append(stages.proposed(facts()))
+        log.close()
+    again = EvidenceLog(path)
+    assert again.append(stages.proposed(facts())).seq == 4 and again.verify().ok
+    again.close()
 
 
 def test_a_removed_directory_fails_appends_until_it_is_back(tmp_path: pathlib.Path) -> None:
