@@ -153,20 +153,23 @@ async def audit(log: EvidenceLog, store: Checkpointer | None, thread_id: str) ->
 
 
 def superseded(entries: list[AuditEntry]) -> list[AuditEntry]:
-    """``entries`` as the decisions took effect: a decision whose record the store refused
-    (``submit`` wrote a second event, "not recorded: ...") and one that a later applied
+    """``entries`` as the decisions took effect: a decision (or an interrupt's answer) whose
+    record the store refused (``submit`` wrote a second event, "not recorded: ...") and a
+    decision that a later applied
     decision on the same pause (or call) overrode are shown as not applied, saying why (the
     latest wins, as answers do: ``graph.list_decisions`` reads the records the same way)."""
     out = list(entries)
     latest: dict[str, int] = {}
+    answered: dict[str, int] = {}  # (the latest answer of each interrupt or gate)
     for i, e in enumerate(entries):
         key = e.pause_id or e.call_id
-        if e.stage != "decision" or key is None:
+        taken = latest if e.stage == "decision" else answered if e.stage == "resume" else None
+        if taken is None or key is None:
             continue
         if e.applied:
-            latest[key] = i
-        elif (e.detail or "").startswith("not recorded") and key in latest:
-            j = latest.pop(key)  # (the decision it reports on took no effect)
+            taken[key] = i
+        elif (e.detail or "").startswith("not recorded") and key in taken:
+            j = taken.pop(key)  # (the answer it reports on took no effect)
             out[j] = dataclasses.replace(entries[j], applied=False, detail=e.detail)
     winners = set(latest.values())
     for i, e in enumerate(out):

@@ -103,7 +103,7 @@ async def submit(
                 runnable_if_updated_at=None if waiting or not found.answers else th.updated_at,
             )
         except CheckpointError as e:  # (locked, read-only, full: the decisions took no effect)
-            witness.add_unrecorded(found.decisions, {p.id: p for p in records}, e)
+            witness.add_unrecorded(found.decisions, found.answers, {p.id: p for p in records}, e)
             await witness.flush()  # (best effort: the error below is what the caller sees)
             raise
     return found.ignored

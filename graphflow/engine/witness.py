@@ -117,23 +117,31 @@ class Witness:
         for a in answers:
             p = pauses.get(a.pause_id)
             if p is not None and p.kind in GATES:
-                self.add(*resume_event(p, a.value, a.by))
+                self.add(*resume_event(p, a))
 
     def add_unrecorded(
         self,
         decisions: Sequence[DecisionRecord],
+        answers: Sequence[AnswerRecord],
         pauses: Mapping[PauseId, PauseRecord],
         error: Exception,
     ) -> None:
-        """Queue, for decisions whose events were written but whose records the store then
-        refused (``submit``), one more event each: the decision did not take effect, and
-        why. The trail then says so, and a retry's decision is an event of its own."""
+        """Queue, for answers whose events were written but whose records the store then
+        refused (``submit``), one more event each: the decision (or the answer of an
+        interrupt or gate) did not take effect, and why. The trail then says so, and a
+        retry's is an event of its own."""
         if self.log is None:
             return
+        note = f"not recorded: {error}"
         for d in decisions:
-            refused = dataclasses.replace(d, applied=False, note=f"not recorded: {error}")
+            refused = dataclasses.replace(d, applied=False, note=note)
             key, draft = decision_event(refused, pauses.get(d.pause_id) if d.pause_id else None)
             self.add(f"unrecorded:{key}", draft)
+        for a in answers:
+            p = pauses.get(a.pause_id)
+            if p is not None and p.kind in GATES:
+                key, draft = resume_event(p, a, refusal=note)
+                self.add(f"unrecorded:{key}", draft)
 
     # -- the outbox ---------------------------------------------------------------------------
     def outbox(self, checkpoint_id: CheckpointId) -> list[MemoRecord]:
@@ -218,17 +226,22 @@ def pause_event(pause: PauseRecord) -> tuple[str, EventDraft]:
     return f"pause:{pause.id}", draft
 
 
-def resume_event(pause: PauseRecord, answer: Any, by: str | None) -> tuple[str, EventDraft]:
-    """The keyed event of an interrupt or gate pause's answer."""
+def resume_event(
+    pause: PauseRecord, answer: AnswerRecord, *, refusal: str | None = None
+) -> tuple[str, EventDraft]:
+    """The keyed event of an interrupt or gate pause's answer (``refusal``: why it did not
+    take effect): one per answer taken, as a decision's is (a retry is an answer of its
+    own)."""
     draft = stages.interrupt_resumed(
         thread_id=pause.thread_id,
         node=pause.node,
         pause_id=pause.id,
-        answer=opaque(answer),
-        by=by,
+        answer=opaque(answer.value),
+        by=answer.by,
         checkpoint_id=pause.checkpoint_id,
+        refusal=refusal,
     )
-    return f"resume:{pause.id}", draft
+    return f"resume:{pause.id}:{answer.created_at!r}", draft
 
 
 def decision_event(record: DecisionRecord, pause: PauseRecord | None) -> tuple[str, EventDraft]:

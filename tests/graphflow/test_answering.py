@@ -202,3 +202,28 @@ def test_a_submitted_answer_shows_in_pending_pauses_as_in_get_state(store: Check
     assert pending.answered and (pending.answer, pending.answered_by) == ("yes", "carol")
     assert pending == shown and pending.answered_at is not None
     assert g.invoke(None, thread_id="q").state.log == ["yes"] and g.pending_pauses("q") == []
+
+
+def test_an_interrupt_answer_the_store_refuses_is_marked_not_taken(tmp_path: Any) -> None:
+    import sqlite3
+
+    from checkpoints import SqliteCheckpointer, StoreLockedError
+
+    store = SqliteCheckpointer(tmp_path / "x.db", busy_timeout=0.05)
+    effects: list[str] = []
+    g = _ask_graph(store, effects)
+    g.invoke({}, thread_id="q")
+    holder = sqlite3.connect(tmp_path / "x.db", isolation_level=None)
+    holder.execute("BEGIN IMMEDIATE")
+    with pytest.raises(StoreLockedError):
+        g.submit("q", resume="yes", by="carol")
+    holder.execute("ROLLBACK")
+    holder.close()
+    answers = [e for e in g.audit("q") if e.stage == "resume"]
+    assert [(e.actor, e.applied) for e in answers] == [("carol", False), ("carol", False)]
+    assert all((e.detail or "").startswith("not recorded") for e in answers)
+    assert not g.pending_pauses("q")[0].answered
+    g.submit("q", resume="yes", by="carol")  # the retry: its own event
+    assert g.invoke(None, thread_id="q").state.log == ["yes"]
+    assert [e.applied for e in g.audit("q") if e.stage == "resume"] == [False, False, True]
+    anyio.run(store.close)

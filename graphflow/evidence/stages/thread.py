@@ -193,8 +193,29 @@ def interrupt_resumed(
     by: str | None = None,
     by_type: PrincipalType = "human_user",
     checkpoint_id: str | None = None,
+    refusal: str | None = None,
 ) -> EventDraft:
-    """The interrupt ``pause_id`` was answered (``answer`` stored as a digest)."""
+    """The interrupt ``pause_id`` was answered (``answer`` stored as a digest); with a
+    ``refusal``, the answer did not take effect (the pause is still pending) and why."""
+    answer_digest = digest(answer, where="the interrupt's answer")
+    if refusal is not None:
+        return build.thread_event(
+            "agentic_action_deferred",
+            "interrupt_resumed",
+            thread_id=thread_id,
+            operation="interrupt",
+            resource=f"node:{node}",
+            purpose="human input answered",
+            by=by,
+            by_type=by_type,
+            authorization=build.authorization("defer", "graphflow.interrupt", refusal),
+            result=build.result("deferred"),
+            non_execution=build.non_execution("deferred", refusal),
+            checkpoint_id=checkpoint_id,
+            pause_id=pause_id,
+            node=node,
+            graphflow={"answer_digest": answer_digest, "applied": False, "refusal": refusal},
+        )
     return build.thread_event(
         "agentic_action_allowed",
         "interrupt_resumed",
@@ -209,5 +230,5 @@ def interrupt_resumed(
         checkpoint_id=checkpoint_id,
         pause_id=pause_id,
         node=node,
-        graphflow={"answer_digest": digest(answer, where="the interrupt's answer")},
+        graphflow={"answer_digest": answer_digest},
     )
