@@ -291,7 +291,8 @@ def _write(
             conn.executemany(UPSERT_PAUSE, pauses)
         if enc.answers:
             insert_answers(conn, enc.answers)
-        if batch.thread is not None:  # the runnable index (marks)
+        # The runnable index (marks); a thread this transaction made has no mark to remove.
+        if batch.thread is not None and not (created and batch.runnable_at is None):
             marks.after_commit(conn, thread_id, batch)
 
 

@@ -1797,3 +1797,25 @@ async def test_a_listing_leaves_the_garbage_collector_as_it_was(path: Path) -> N
         assert gc.isenabled()
     finally:
         await cp.close()
+
+
+@pytest.mark.anyio
+async def test_a_new_threads_first_commit_removes_no_runnable_mark(path: Path) -> None:
+    """A commit that creates the thread's row writes its status: no mark can exist yet, so
+    none is deleted (a statement fewer on every new thread: W5); a later status change
+    removes the mark that ``submit`` made."""
+    cp = SqliteCheckpointer(path)
+    await cp.setup()
+    seen = trace_statements(cp)
+    ck = CheckpointRecord(id=CheckpointId("c1"), thread_id=T1, ns="", parent_id=None, step=-1,
+                          source="input", channel_versions={}, frontier=(),
+                          created_at=1.0)  # fmt: skip
+    batch = CommitBatch(checkpoint=ck, thread=ThreadUpdate("running", (), None), durable=False)
+    batch.acquire_ttl = 60.0
+    await cp.commit(T1, "me", batch)
+    assert not [s for s in seen if "gf_runnable" in s]
+    assert await cp.mark_runnable(T1, reason="answered")
+    await cp.commit(T1, "me", CommitBatch(thread=ThreadUpdate("done", (), None), release=True))
+    assert [s for s in seen if s.startswith("DELETE FROM gf_runnable")]
+    assert await cp.list_runnable() == []
+    await cp.close()
