@@ -20,17 +20,18 @@ import contextlib
 import dataclasses
 import os
 import weakref
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import UTC, datetime
 from typing import Any
 
 from checkpoints.base import Checkpointer
-from checkpoints.models import ThreadId
+from checkpoints.models import DecisionRecord, ThreadId
+from graphflow.engine import answers
 from graphflow.engine.witness import OUTBOX
 from graphflow.errors import InvalidArgumentError
 from graphflow.evidence import AUDIT_STAGE, EvidenceError, EvidenceLog, EvidenceRecord
-from graphflow.evidence.events import draft_from_dict
+from graphflow.evidence.events import draft_from_dict, rfc3339
 from graphflow.evidence.log import beside_path, on_event_loop
 
 _STAGES: dict[str, str] = {str(k): v for k, v in AUDIT_STAGE.items()}
@@ -140,8 +141,9 @@ def entry_of(record: EvidenceRecord) -> AuditEntry:
 
 
 async def audit(log: EvidenceLog, store: Checkpointer | None, thread_id: str) -> list[AuditEntry]:
-    """The thread's trail in order; events still in the thread's outbox (the log was not
-    writable when they happened) are written first."""
+    """The thread's trail in order (``as_taken``); events still in the thread's outbox (the
+    log was not writable when they happened) are written first."""
+    decided: list[DecisionRecord] = []
     if store is not None:
         th = await store.get_thread(ThreadId(thread_id))
         if th is not None and th.head is not None:
@@ -149,34 +151,67 @@ async def audit(log: EvidenceLog, store: Checkpointer | None, thread_id: str) ->
             kept = memos.get(OUTBOX, {}).get("events") or {}
             if kept:
                 await log.aappend_once([(k, draft_from_dict(d)) for k, d in kept.items()])
-    return superseded([entry_of(r) for r in await log.aevents(thread_id)])
+        if th is not None:
+            decided = await store.list_decisions(th.thread_id)
+    records = await log.aevents(thread_id)
+    return as_taken([entry_of(r) for r in records], [_marks(r) for r in records], decided)
 
 
-def superseded(entries: list[AuditEntry]) -> list[AuditEntry]:
-    """``entries`` as the decisions took effect: a decision (or an interrupt's answer) whose
-    record the store refused (``submit`` wrote a second event, "not recorded: ...") and a
-    decision that a later applied
-    decision on the same pause (or call) overrode are shown as not applied, saying why (the
-    latest wins, as answers do: ``graph.list_decisions`` reads the records the same way)."""
+def _marks(record: EvidenceRecord) -> tuple[str | None, bool]:
+    """A decision event's record time (its approval timestamp) and whether it refuses an
+    earlier decision (the run's refusal when the call ran)."""
+    ev = record.event
+    approval: Mapping[str, Any] = ev.get("approval") or {}
+    ext: Mapping[str, Any] = ev.get("extensions", {}).get("graphflow", {})
+    return approval.get("approval_timestamp"), bool(ext.get("refuses"))
+
+
+def as_taken(
+    entries: list[AuditEntry],
+    marks: Sequence[tuple[str | None, bool]],
+    decided: Sequence[DecisionRecord] = (),
+) -> list[AuditEntry]:
+    """``entries`` as the decisions and answers took effect, each one that did not shown
+    with ``applied=False`` and why:
+
+    - a decision (or an interrupt's answer) whose record the store refused: ``submit``
+      wrote a second event, "not recorded: ...";
+    - a decision the run refused when the call ran (the approver lacked the role, the
+      approval expired): the refusal's event follows it;
+    - a decision or answer that a later one on the same pause (or call) overrode: the latest
+      wins, in the store's order (``decided``: the thread's decision records, matched by
+      their time; evidence of appends that raced may be in the other order), as
+      ``graph.list_decisions`` reads them."""
     out = list(entries)
-    latest: dict[str, int] = {}
-    answered: dict[str, int] = {}  # (the latest answer of each interrupt or gate)
+    stored = {
+        (r.pause_id or r.call_id, rfc3339(datetime.fromtimestamp(r.created_at, UTC)))
+        for r in answers.effective(decided)
+        if r.applied
+    }
+    taken: dict[tuple[str, str], list[int]] = {}  # (stage, pause or call) -> applied, in order
     for i, e in enumerate(entries):
         key = e.pause_id or e.call_id
-        taken = latest if e.stage == "decision" else answered if e.stage == "resume" else None
-        if taken is None or key is None:
+        if e.stage not in ("decision", "resume") or key is None:
             continue
+        applied = taken.setdefault((e.stage, key), [])
+        annuls = (e.detail or "").startswith("not recorded") or marks[i][1]
         if e.applied:
-            taken[key] = i
-        elif (e.detail or "").startswith("not recorded") and key in taken:
-            j = taken.pop(key)  # (the answer it reports on took no effect)
+            applied.append(i)
+        elif annuls and applied:
+            j = applied.pop()  # (the decision or answer it reports on took no effect)
             out[j] = dataclasses.replace(entries[j], applied=False, detail=e.detail)
-    winners = set(latest.values())
-    for i, e in enumerate(out):
-        key = e.pause_id or e.call_id
-        if e.stage == "decision" and e.applied and key is not None and i not in winners:
-            winner = entries[latest[key]]
-            verdict = "deny" if winner.decision == "deny" else "approve"
-            note = f"superseded by the {verdict} of {winner.actor or 'an anonymous caller'}"
-            out[i] = dataclasses.replace(e, applied=False, detail=note)
+    for (stage, key), applied in taken.items():
+        if len(applied) < 2:
+            continue
+        won = [i for i in applied if (key, marks[i][0]) in stored] if stage == "decision" else []
+        winner = won[-1] if won else applied[-1]
+        w = entries[winner]
+        if stage == "decision":
+            verdict = "deny" if w.decision == "deny" else "approve"
+            note = f"superseded by the {verdict} of {w.actor or 'an anonymous caller'}"
+        else:
+            note = f"superseded by the answer of {w.actor or 'an anonymous caller'}"
+        for i in applied:
+            if i != winner:
+                out[i] = dataclasses.replace(entries[i], applied=False, detail=note)
     return out

@@ -157,6 +157,7 @@ class CallTrail:
             reason=decision.reason,
             refusal=refusal,
             expired="expired" in refusal,
+            refuses=True,
         )
         self.witness.add(f"ev-refused:{self.ctx.pause_id(key)}", draft)
 

@@ -104,6 +104,11 @@ def existing_database(ctx: click.Context, given: str | None) -> str:
         )
     if os.path.isdir(path):
         raise CliError(f"database {path!r} is a directory: pass --db with the database file")
+    if os.path.getsize(path) == 0:  # (SQLite would take it for a new one, and write it)
+        raise CliError(
+            f"{path!r} is an empty file, not a graphflow database (wrong path?): nothing "
+            "was written; pass --db with the file your graph runs on"
+        )
     return path
 
 
@@ -132,11 +137,22 @@ def graph_option(required: bool) -> Callable[[F], F]:
 
 
 def parse_json(text: str, option: str) -> Any:
-    """``text`` parsed as JSON; a usage error (exit 2) naming ``option`` otherwise."""
+    """``text`` parsed as JSON (RFC 8259: no ``NaN`` or ``Infinity``, no number too large
+    for a float); a usage error (exit 2) naming ``option`` otherwise."""
     import json
+    import math
+
+    def no_constant(name: str) -> Any:
+        raise ValueError(f"{name} is not a JSON number")
+
+    def finite(number: str) -> float:
+        value = float(number)
+        if not math.isfinite(value):
+            raise ValueError(f"{number} is too large for a number")
+        return value
 
     try:
-        return json.loads(text)
+        return json.loads(text, parse_constant=no_constant, parse_float=finite)
     except ValueError as e:
         raise Usage(f"{option} is not JSON: {e}") from None
 

@@ -45,6 +45,8 @@ def evidence_file(ctx: click.Context, db: str | None, given: str | None) -> str:
     if given:
         return given
     path = database(ctx, db)
+    if os.path.isdir(path):
+        raise CliError(f"database {path!r} is a directory: pass --db with the database file")
     root, ext = os.path.splitext(path)
     return root + ".evidence.db" if ext == ".db" else path + ".evidence.db"
 
@@ -53,11 +55,15 @@ def existing_evidence(path: str) -> str:
     """``path``, which must be an evidence file that exists (exit 4 otherwise; none is made)."""
     if path == ":memory:":
         raise Usage("--evidence ':memory:' names no file: give the path of an evidence log")
+    if os.path.isdir(path):
+        raise CliError(f"evidence log {path!r} is a directory: pass --evidence with the file")
     if not os.path.isfile(path):
         raise NotFound(
             f"evidence log {path!r} does not exist (nothing was created); pass --evidence "
             "with the log's file, or --db with the database it sits beside"
         )
+    if os.path.getsize(path) == 0:  # (SQLite would take it for a new one, and write it)
+        raise CliError(f"evidence log {path!r} is an empty file, not an evidence log")
     return path
 
 
@@ -211,7 +217,9 @@ def _thread_operation(
     graph = load.store_graph(path, ctx.params.get("graph_ref"))
     getattr(graph, verb)(thread, by=by, reason=reason)
     if as_json:
-        status = "frozen" if verb == "freeze" else "unfrozen"
+        assert graph.checkpointer is not None
+        th = load.call(graph.checkpointer.get_thread, thread)  # (its status as it is now)
+        status = th.status if th is not None else None
         print_json({"thread_id": thread, "status": status, "reason": reason, "by": by})
         return
     click.echo(f"{'froze' if verb == 'freeze' else 'unfroze'} thread {thread}: {reason}")

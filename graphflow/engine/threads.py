@@ -141,8 +141,9 @@ async def cancel(
     """End a thread that is not done: it runs nothing more; the reason and actor are kept
     in the metadata of its last checkpoint."""
     th, head = await _head(store, thread_id)
-    if th.status == "done":
-        raise ThreadFinishedError(thread_id)
+    frozen_from = (head.metadata.get("frozen") or {}).get("previous")
+    if th.status == "done" or (th.status == "frozen" and frozen_from == "done"):
+        raise ThreadFinishedError(thread_id)  # (frozen once done: a finished thread still)
     if th.status == "cancelled":
         raise ThreadCancelledError(thread_id)
     cancelled = {"reason": reason, "by": by, "pauses": list(th.pending_pause_ids)}

@@ -273,5 +273,6 @@ def decision_event(record: DecisionRecord, pause: PauseRecord | None) -> tuple[s
         applied=record.applied,
         reason=record.reason,
         refusal=record.note,
+        at=datetime.fromtimestamp(record.created_at, UTC),  # (audit matches it to the record)
     )
     return f"decision:{record.pause_id or record.call_id}:{record.created_at!r}", draft

@@ -227,3 +227,17 @@ def test_an_interrupt_answer_the_store_refuses_is_marked_not_taken(tmp_path: Any
     assert g.invoke(None, thread_id="q").state.log == ["yes"]
     assert [e.applied for e in g.audit("q") if e.stage == "resume"] == [False, False, True]
     anyio.run(store.close)
+
+
+def test_two_answers_to_one_interrupt_are_in_the_trail_and_the_latest_wins(
+    store: Checkpointer,
+) -> None:
+    effects: list[str] = []
+    g = _ask_graph(store, effects)
+    g.invoke({}, thread_id="q")
+    g.submit("q", resume="publish", by="alice")
+    g.submit("q", resume="reject", by="mallory")
+    assert g.invoke(None, thread_id="q").state.log == ["reject"]
+    answers = [e for e in g.audit("q") if e.stage == "resume"]
+    assert [(e.actor, e.applied) for e in answers] == [("alice", False), ("mallory", True)]
+    assert answers[0].detail == "superseded by the answer of mallory"

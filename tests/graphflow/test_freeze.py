@@ -14,6 +14,7 @@ from graphflow import (
     START,
     InvalidArgumentError,
     StateGraph,
+    ThreadFinishedError,
     ThreadFrozenError,
     ThreadNotFoundError,
     interrupt,
@@ -90,6 +91,8 @@ def test_a_done_thread_unfreezes_done(store: Checkpointer) -> None:
     g.invoke(None, thread_id="t", resume="yes")
     g.freeze("t", by="secops", reason="audit")
     assert status(g) == "frozen"
+    with pytest.raises(ThreadFinishedError):  # (frozen, it is done all the same)
+        g.cancel("t", reason="late", by="secops")
     g.unfreeze("t", by="secops", reason="done auditing")
     assert status(g) == "done"
 

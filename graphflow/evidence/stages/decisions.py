@@ -71,12 +71,14 @@ def decision_received(
     expired: bool = False,
     at: datetime | None = None,
     by_type: PrincipalType = "human_user",
+    refuses: bool = False,
 ) -> EventDraft:
     """A human's decision (``approve`` or deny, ``by`` whom) on ``call`` arrived.
 
     ``applied`` False: it was not applied (``refusal`` says why: a fingerprint mismatch, a
     missing role, an expired approval (``expired``), a frozen thread...) and the call stays
-    pending."""
+    pending. ``refuses``: it is the run's refusal, when the call ran, of a decision that
+    was applied when it was given (``graph.audit`` then shows that one as not applied)."""
     verdict = "approved" if approve else "denied"
     approval: dict[str, Any] = {
         "approval_required": True,
@@ -136,6 +138,7 @@ def decision_received(
             "applied": False,
             "verdict": "approve" if approve else "deny",
             "refusal": refusal,
+            **({"refuses": True} if refuses else {}),
         },
         **common,
     )

@@ -164,6 +164,8 @@ def test_an_approver_without_the_escalation_role_is_refused(store: Checkpointer,
     recs = g.list_decisions("t")
     assert [(r.by, r.applied) for r in recs] == [("bob", False)]  # the refusal folded in
     assert recs[0].note is not None and "lacks the role" in recs[0].note
+    trail = [(e.actor, e.applied) for e in g.audit("t") if e.stage == "decision"]
+    assert trail == [("bob", False), ("bob", False)]  # the trail says so too
     # bob again (and any rerun) changes nothing; carol holds finance
     g.invoke(None, thread_id="t", decisions={REFUND: Decision.approve(by="bob")})
     assert spy.runs() == []

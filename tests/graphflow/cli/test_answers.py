@@ -172,6 +172,10 @@ def test_answer_bad_input(cli: Cli) -> None:
         f"['{pause_id}']"
     )
     assert cli("answer", "nope", pause_id, "1").code == 4
+    for not_json in ("NaN", "Infinity", "1e999", '{"a": NaN}'):  # (RFC 8259)
+        got = cli("answer", "t1", pause_id, not_json)
+        assert got.code == 2 and "VALUE_JSON is not JSON" in got.error, not_json
+    assert cli("pauses", "t1", "--json").json()[0]["answered"] is False
 
 
 def test_answer_to_a_tool_confirmation_says_to_approve(cli: Cli) -> None:

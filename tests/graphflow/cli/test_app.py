@@ -190,7 +190,20 @@ def test_a_directory_or_an_empty_db_is_refused_naming_it(cli: Cli) -> None:
         empty = cli(*args, "--db", "", db=False)
         assert empty.code == 2 and "--db '' names no file" in empty.error, args
     assert cli("--db", "", "threads", db=False).code == 2
-    assert sorted(p.name for p in cli.cwd.iterdir()) == ["adir", "flows.py"]
+    for args in (["verify", "--db", "adir"], ["verify", "--evidence", "adir"]):
+        got = cli(*args, db=False)
+        assert got.code == 1 and "'adir' is a directory" in got.error, args
+    (cli.cwd / "empty.db").touch()
+    (cli.cwd / "empty.evidence.db").touch()
+    for args in (["threads", "--db", "empty.db"], ["audit", "t", "--db", "empty.db"],
+                 ["verify", "--evidence", "empty.evidence.db"]):  # fmt: skip
+        got = cli(*args, db=False)
+        assert got.code == 1 and "is an empty file, not a" in got.error, args
+    assert (cli.cwd / "empty.db").stat().st_size == 0  # nothing written to them
+    assert (cli.cwd / "empty.evidence.db").stat().st_size == 0
+    assert sorted(p.name for p in cli.cwd.iterdir()) == [
+        "adir", "empty.db", "empty.evidence.db", "flows.py"
+    ]  # fmt: skip
 
 
 def test_a_postgresql_dsn_is_refused_alike_by_every_command(cli: Cli) -> None:

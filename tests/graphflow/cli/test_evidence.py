@@ -203,8 +203,8 @@ def test_freeze_stops_a_thread_until_unfreeze(cli: Cli) -> None:
     blocked = cli("resume", "t1", "--graph", "flows:graph")
     assert blocked.code == 1 and "frozen" in blocked.error
     assert cli("pauses", "t1", "--json").json()[0]["answered"] is False
-    thawed = cli("unfreeze", "t1", "--reason", "cleared", "--by", "secops")
-    assert thawed.code == 0 and thawed.stdout == "unfroze thread t1: cleared\n"
+    thawed = cli("unfreeze", "t1", "--reason", "cleared", "--by", "secops", "--json")
+    assert thawed.code == 0 and thawed.json()["status"] == "paused"  # (the thread's, now)
     assert cli("approve", "t1", CALL, "--by", "alice").code == 0
     assert cli("resume", "t1", "--graph", "flows:graph").code == 0
     trail = cli("audit", "t1", "--json").json()
