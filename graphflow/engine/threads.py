@@ -18,7 +18,7 @@ from typing import Any
 from checkpoints.base import Checkpointer
 from checkpoints.batch import CommitBatch, ThreadUpdate
 from checkpoints.errors import CheckpointError, LeaseHeldError, head_missing
-from checkpoints.lease import new_owner
+from checkpoints.lease import lease_free, new_owner
 from checkpoints.models import (
     CheckpointRecord,
     DecisionRecord,
@@ -26,6 +26,7 @@ from checkpoints.models import (
     ThreadRecord,
     ThreadStatus,
     new_checkpoint_id,
+    now,
 )
 from graphflow.decisions import Decision
 from graphflow.engine import answers, lease, start
@@ -75,6 +76,12 @@ async def submit(
         raise ThreadNotFoundError(thread_id)
     if th.status == "frozen":
         raise ThreadFrozenError(thread_id)
+    if th.lease_owner is not None and not lease_free(
+        th.lease_owner, th.lease_expires_at, "", now()
+    ):
+        # A run holds it, perhaps applying answers to these pauses or running the approved
+        # call: a decision now could not take effect, yet would be recorded as applied.
+        raise ThreadBusyError(thread_id, th.lease_owner, answering=True)
     pending = list(th.pending_pause_ids)
     if not pending:
         raise NothingToResumeError(thread_id)

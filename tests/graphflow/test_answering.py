@@ -241,3 +241,23 @@ def test_two_answers_to_one_interrupt_are_in_the_trail_and_the_latest_wins(
     answers = [e for e in g.audit("q") if e.stage == "resume"]
     assert [(e.actor, e.applied) for e in answers] == [("alice", False), ("mallory", True)]
     assert answers[0].detail == "superseded by the answer of mallory"
+
+
+def test_an_answer_while_a_run_holds_the_thread_is_refused(store: Checkpointer) -> None:
+    """A run holds the thread (it may be running the approved call): a decision or answer
+    given now could not take effect, so it is refused, not recorded as applied."""
+    from checkpoints.lease import new_owner
+    from checkpoints.models import ThreadId
+    from graphflow import ThreadBusyError
+
+    ran: list[str] = []
+    g = _agent_graph(store, ran)
+    owner = new_owner()  # (this process: a live owner)
+    anyio.run(store.acquire_lease, ThreadId("t"), owner, 60.0)
+    with pytest.raises(ThreadBusyError, match="being run"):
+        g.submit("t", decisions={"call_1": "deny"}, by="bob")
+    assert g.list_decisions("t") == []
+    assert not [e for e in g.audit("t") if e.stage == "decision"]
+    anyio.run(store.release_lease, ThreadId("t"), owner)
+    g.submit("t", decisions={"call_1": "approve"}, by="alice")
+    assert g.invoke(None, thread_id="t").status == "done" and ran == ["/a"]
