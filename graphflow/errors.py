@@ -187,6 +187,15 @@ class RecursionLimitError(GraphflowError):
     """The run exceeded ``recursion_limit`` supersteps; its last checkpoint is kept."""
 
 
+class NodeExitError(RuntimeError):
+    """A node called ``sys.exit()`` (raised ``SystemExit``): that fails its task, as any
+    other exception would (``NodeError``), and never ends the process running the graph."""
+
+    def __init__(self, code: object):
+        super().__init__(f"the node called sys.exit({code!r}); it failed, the process goes on")
+        self.code = code
+
+
 class NodeError(GraphflowError):
     """A node raised an exception; the original is kept as ``__cause__``."""
 

@@ -40,7 +40,7 @@ from graphflow.engine.context import (
 from graphflow.engine.events import Emitter
 from graphflow.engine.outcomes import Outcome, StepTasks, Writes
 from graphflow.engine.port import RunPort
-from graphflow.errors import GraphflowError
+from graphflow.errors import GraphflowError, NodeExitError
 from graphflow.retry import wait_before_retry
 from graphflow.spec import GraphSpec, NodeSpec
 
@@ -232,6 +232,8 @@ class TaskRunner:
             if inline:
                 return fn(*args)
             return await anyio.to_thread.run_sync(fn, *args)
+        except SystemExit as e:  # (a node's sys.exit() fails its task, never the process:
+            raise NodeExitError(e.code) from e  # a worker goes on with its other threads)
         finally:
             reset_current(token)
 

@@ -473,3 +473,23 @@ async def test_a_worker_running_many_threads_shares_transactions_between_them(
         state = await g.aget_state(t)
         assert state is not None and state.values["log"] == ["a", f"ask:yes-{t}", "b"]
     await store.close()
+
+
+async def test_a_node_that_calls_sys_exit_fails_its_thread_and_the_worker_goes_on() -> None:
+    c = Counted()
+
+    def quits(state: S) -> dict[str, Any]:
+        if state["log"] == ["ask:bad"]:
+            raise SystemExit(3)
+        return {"log": ["after"]}
+
+    g = chain(c, c.asking("ask"), quits)
+    for t in ("t1", "t2"):
+        await g.ainvoke({"log": []}, thread_id=t)
+    await g.asubmit("t1", resume="bad")
+    await g.asubmit("t2", resume="good")
+    found = await Worker(g).run_once()
+    assert statuses(found) == {"t1": "failed", "t2": "done"}
+    [r] = [r for r in found if r.thread_id == "t1"]
+    assert r.error is not None and "sys.exit(3)" in r.error
+    assert [t.status for t in await g.alist_threads("failed")] == ["failed"]
