@@ -123,28 +123,17 @@ class Connection:
 
     def _connect_read_only(self, why: str) -> sqlite3.Connection:
         """Open a store whose file or directory is not writable (see ``paths``)."""
-        uris = paths.read_only_uris(self.path)
-        for i, target in enumerate(uris):
-            conn = self._connect(target, uri=True)
-            try:
-                if migrations.pending(conn, self.path, writable=False):
-                    raise ReadOnlyStoreError(
-                        f"checkpoint store {self.path!r} was written by an older graphflow and "
-                        f"must be upgraded, but it is read-only (its {why} is not writable): "
-                        "open it once with write access",
-                        path=self.path,
-                    )
-                return conn
-            except sqlite3.OperationalError as e:
-                conn.close()
-                # No -shm index could be made beside it: try the next way (immutable).
-                cannot = (sqlite3.SQLITE_CANTOPEN, sqlite3.SQLITE_READONLY)
-                if i + 1 == len(uris) or e.sqlite_errorcode & 0xFF not in cannot:
-                    raise
-            except BaseException:
-                conn.close()
-                raise
-        raise AssertionError("unreachable")  # pragma: no cover
+
+        def check(conn: sqlite3.Connection) -> None:
+            if migrations.pending(conn, self.path, writable=False):
+                raise ReadOnlyStoreError(
+                    f"checkpoint store {self.path!r} was written by an older graphflow and "
+                    f"must be upgraded, but it is read-only (its {why} is not writable): "
+                    "open it once with write access",
+                    path=self.path,
+                )
+
+        return paths.open_read_only(self.path, lambda uri: self._connect(uri, uri=True), check)
 
     # -- closing ---------------------------------------------------------------------------
     def _close_conn(self) -> None:

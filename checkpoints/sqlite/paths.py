@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import os
 import sqlite3
+from collections.abc import Callable
 from pathlib import Path
 from urllib.parse import quote
 
@@ -84,6 +85,33 @@ def read_only_uris(path: str) -> list[str]:
     if not os.path.exists(path + "-wal"):
         uris.append(uri + "?mode=ro&immutable=1")
     return uris
+
+
+def open_read_only(
+    path: str,
+    connect: Callable[[str], sqlite3.Connection],
+    check: Callable[[sqlite3.Connection], object],
+) -> sqlite3.Connection:
+    """``path`` opened read-only by ``connect(uri)``, trying ``read_only_uris`` in order:
+    the first whose ``check(conn)`` (a first read) does not fail for want of a ``-shm``
+    beside the file. Anything ``check`` raises otherwise closes the connection and passes.
+    """
+    uris = read_only_uris(path)
+    for i, target in enumerate(uris):
+        conn = connect(target)
+        try:
+            check(conn)
+            return conn
+        except sqlite3.OperationalError as e:
+            conn.close()
+            # No -shm index could be made beside it: try the next way (immutable).
+            cannot = (sqlite3.SQLITE_CANTOPEN, sqlite3.SQLITE_READONLY)
+            if i + 1 == len(uris) or e.sqlite_errorcode & 0xFF not in cannot:
+                raise
+        except BaseException:
+            conn.close()
+            raise
+    raise AssertionError("unreachable")  # pragma: no cover
 
 
 def read_only_error(path: str, why: str) -> ReadOnlyStoreError:

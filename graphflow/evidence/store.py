@@ -34,7 +34,7 @@ import weakref
 from collections.abc import Iterator, Sequence
 from typing import Any
 
-from checkpoints.sqlite.paths import read_only_uris
+from checkpoints.sqlite.paths import open_read_only
 from graphflow.evidence.chain import StoredRow
 from graphflow.evidence.errors import EvidenceError, InvalidEventError
 from graphflow.evidence.walsync import WalSync, immediate
@@ -316,19 +316,12 @@ class EvidenceStore:
 
     def _connect_read_only(self) -> sqlite3.Connection:
         """The file read-only: ``mode=ro``, else (no ``-shm`` can be made beside it and no
-        WAL is left over) ``immutable`` (``checkpoints.sqlite.paths.read_only_uris``)."""
-        uris = read_only_uris(self.path)
-        for i, target in enumerate(uris):
-            conn = self._connect(target, uri=True)
-            try:
-                conn.execute("PRAGMA application_id").fetchone()
-                return conn
-            except sqlite3.OperationalError as e:
-                conn.close()
-                cannot = (sqlite3.SQLITE_CANTOPEN, sqlite3.SQLITE_READONLY)
-                if i + 1 == len(uris) or e.sqlite_errorcode & 0xFF not in cannot:
-                    raise
-        raise AssertionError("unreachable")  # pragma: no cover
+        WAL is left over) ``immutable`` (``checkpoints.sqlite.paths.open_read_only``)."""
+        return open_read_only(
+            self.path,
+            lambda uri: self._connect(uri, uri=True),
+            lambda conn: conn.execute("PRAGMA application_id").fetchone(),
+        )
 
     def _setup(self, conn: sqlite3.Connection) -> None:
         """Create the tables of a new file; refuse a file that is not an evidence log."""

@@ -198,26 +198,21 @@ def interrupt_resumed(
     """The interrupt ``pause_id`` was answered (``answer`` stored as a digest); with a
     ``refusal``, the answer did not take effect (the pause is still pending) and why."""
     answer_digest = digest(answer, where="the interrupt's answer")
-    if refusal is not None:
-        return build.thread_event(
-            "agentic_action_deferred",
-            "interrupt_resumed",
-            thread_id=thread_id,
-            operation="interrupt",
-            resource=f"node:{node}",
-            purpose="human input answered",
-            by=by,
-            by_type=by_type,
-            authorization=build.authorization("defer", "graphflow.interrupt", refusal),
-            result=build.result("deferred"),
-            non_execution=build.non_execution("deferred", refusal),
-            checkpoint_id=checkpoint_id,
-            pause_id=pause_id,
-            node=node,
-            graphflow={"answer_digest": answer_digest, "applied": False, "refusal": refusal},
-        )
+    if refusal is None:
+        taken: dict[str, Any] = {
+            "authorization": build.authorization("allow", "graphflow.interrupt", "answered"),
+            "result": build.result("allowed"),
+            "graphflow": {"answer_digest": answer_digest},
+        }
+    else:
+        taken = {
+            "authorization": build.authorization("defer", "graphflow.interrupt", refusal),
+            "result": build.result("deferred"),
+            "non_execution": build.non_execution("deferred", refusal),
+            "graphflow": {"answer_digest": answer_digest, "applied": False, "refusal": refusal},
+        }
     return build.thread_event(
-        "agentic_action_allowed",
+        "agentic_action_allowed" if refusal is None else "agentic_action_deferred",
         "interrupt_resumed",
         thread_id=thread_id,
         operation="interrupt",
@@ -225,10 +220,8 @@ def interrupt_resumed(
         purpose="human input answered",
         by=by,
         by_type=by_type,
-        authorization=build.authorization("allow", "graphflow.interrupt", "answered"),
-        result=build.result("allowed"),
         checkpoint_id=checkpoint_id,
         pause_id=pause_id,
         node=node,
-        graphflow={"answer_digest": answer_digest},
+        **taken,
     )
