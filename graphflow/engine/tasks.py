@@ -216,6 +216,9 @@ class TaskRunner:
             attempt.error = _untraced(e)
         except Exception as e:
             attempt.error = e
+        except SystemExit as e:  # (as in _call: the task fails, the process goes on)
+            attempt.error = NodeExitError(e.code)
+            attempt.error.__cause__ = e
         finally:
             reset_current(token)
         return attempt

@@ -811,3 +811,27 @@ def test_every_task_of_a_fanned_out_node_reaches_the_updates_stream(mode: str) -
         {"work": {"items": [30]}},
     ]
     assert len({e.step for e in events}) == 2  # split's step, then the fan-out's
+
+
+@pytest.mark.parametrize("siblings", [False, True])
+def test_a_node_that_calls_sys_exit_fails_as_a_node_error(siblings: bool) -> None:
+    """Alone (run in place) or beside a sibling (run in the node pool): ``sys.exit()`` in a
+    node is its failure, a ``NodeError``, never the end of the process."""
+    import sys
+
+    from graphflow import NodeError
+    from graphflow.errors import NodeExitError
+
+    class Q(TypedDict, total=False):
+        n: int
+        m: int
+
+    def quits(state: Q) -> dict[str, int]:
+        sys.exit(3)
+
+    b = StateGraph(Q).add_node("quits", quits).add_edge(START, "quits").add_edge("quits", END)
+    if siblings:
+        b.add_node("other", lambda s: {"m": 1}).add_edge(START, "other").add_edge("other", END)
+    with pytest.raises(NodeError, match=r"sys\.exit\(3\)") as e:
+        b.compile().invoke({"n": 0})
+    assert isinstance(e.value.error, NodeExitError) and e.value.error.code == 3
