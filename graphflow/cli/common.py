@@ -93,6 +93,13 @@ def sqlite_path(path: str) -> str:
     return path
 
 
+def not_a_directory(path: str) -> str:
+    """``path``, which must not be a directory (exit 1 naming it)."""
+    if os.path.isdir(path):
+        raise CliError(f"database {path!r} is a directory: pass --db with the database file")
+    return path
+
+
 def existing_database(ctx: click.Context, given: str | None) -> str:
     """``database``, which must be a file that exists: commands that read or answer
     threads never create one (exit 4 naming it)."""
@@ -102,8 +109,7 @@ def existing_database(ctx: click.Context, given: str | None) -> str:
             f"database {path!r} does not exist (nothing was created); pass --db with the "
             "file your graph runs on, or set GRAPHFLOW_DB"
         )
-    if os.path.isdir(path):
-        raise CliError(f"database {path!r} is a directory: pass --db with the database file")
+    not_a_directory(path)
     if os.path.getsize(path) == 0:  # (SQLite would take it for a new one, and write it)
         raise CliError(
             f"{path!r} is an empty file, not a graphflow database (wrong path?): nothing "

@@ -27,6 +27,7 @@ from graphflow.cli.common import (
     existing_database,
     graph_option,
     json_option,
+    not_a_directory,
     print_json,
 )
 
@@ -44,9 +45,7 @@ def evidence_file(ctx: click.Context, db: str | None, given: str | None) -> str:
     """The evidence log's path: ``given``, else the file beside the command's database."""
     if given:
         return given
-    path = database(ctx, db)
-    if os.path.isdir(path):
-        raise CliError(f"database {path!r} is a directory: pass --db with the database file")
+    path = not_a_directory(database(ctx, db))
     root, ext = os.path.splitext(path)
     return root + ".evidence.db" if ext == ".db" else path + ".evidence.db"
 
