@@ -63,8 +63,9 @@ def _upsert_checkpoint(bases: bool) -> str:
 # a channel value stored inline.
 UPSERT_CHECKPOINT = _upsert_checkpoint(True)
 UPSERT_CHECKPOINT_NO_BASES = _upsert_checkpoint(False)
-UPSERT_TASK = (
-    "INSERT INTO gf_tasks VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
+UPSERT_TASK = (  # ord: the checkpoint's tasks stored before (m0005_compact); kept on update
+    "INSERT INTO gf_tasks VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12,"
+    " (SELECT count(*) FROM gf_tasks WHERE thread_id = ?1 AND ns = ?2 AND checkpoint_id = ?3))"
     " ON CONFLICT (thread_id, ns, checkpoint_id, task_id) DO UPDATE SET node = excluded.node,"
     " status = excluded.status, attempts = excluded.attempts, started_at = excluded.started_at,"
     " ended_at = excluded.ended_at, error = excluded.error, body = excluded.body,"

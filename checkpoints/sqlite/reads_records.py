@@ -27,11 +27,21 @@ PAUSE = f"SELECT {records.PAUSE_COLS} FROM gf_pauses"
 DISPATCH = f"SELECT {records.DISPATCH_COLS} FROM gf_dispatches WHERE thread_id = ? AND call_id = ?"
 
 
+# A checkpoint's tasks in the order first written: ``ord`` (``m0005_compact``), numbered in
+# SQL so that a damaged one (another type) cannot break the sort; the raw value follows.
+TASK_ORDER = "row_number() OVER (ORDER BY ord, task_id)"
+
+
 def _tasks(
     found: Sequence[Any], thread_id: str, ns: str, checkpoint_id: str, anchor: object
 ) -> dict[TaskId, TaskRecord]:
+    """Task records from rows ``(ord, *TASK_COLS)`` sorted by ``TASK_ORDER``."""
+    what = f"tasks of checkpoint {checkpoint_id!r}"
     if anchor is not None:
-        checks.count(thread_id, f"tasks of checkpoint {checkpoint_id!r}", anchor, len(found))
+        checks.count(thread_id, what, anchor, len(found))
+    if any(row[0] != i or type(row[0]) is not int for i, row in enumerate(found)):
+        raise checks.damaged(thread_id, checkpoint_id, what, "their order is not 0, 1, ...")
+    found = [row[1:] for row in found]
     out: dict[TaskId, TaskRecord] = {}
     for row in found:
         rec = steps.task(thread_id, ns, checkpoint_id, row)
@@ -89,9 +99,9 @@ def read_tasks(
 ) -> dict[TaskId, TaskRecord]:
     """Task records of one checkpoint, by task id, in the order first written."""
     found, anchor = _with_count(conn.execute(
-        f"SELECT 0, rowid, 0, {steps.TASK_COLS} FROM gf_tasks WHERE thread_id = ?1"
+        f"SELECT 0, {TASK_ORDER}, 0, ord, {steps.TASK_COLS} FROM gf_tasks WHERE thread_id = ?1"
         " AND ns = ?2 AND checkpoint_id = ?3"
-        f" UNION ALL SELECT 1, 0, 0, n_tasks{_pad(_TASK_N - 1)} FROM gf_checkpoints"
+        f" UNION ALL SELECT 1, 0, 0, n_tasks{_pad(_TASK_N)} FROM gf_checkpoints"
         " WHERE thread_id = ?1 AND ns = ?2 AND id = ?3",
         (thread_id, ns, checkpoint_id),
     ).fetchall())  # fmt: skip
@@ -140,8 +150,8 @@ def read_pauses(
 def list_pauses(conn: sqlite3.Connection, thread_id: str) -> list[PauseRecord]:
     """Every pause record of the thread, oldest first."""
     found, anchor = _with_count(conn.execute(
-        f"SELECT 0, rank, rowid, {records.PAUSE_COLS} FROM (SELECT *, rank() OVER"
-        " (ORDER BY created_at) AS rank FROM gf_pauses WHERE thread_id = ?1)"
+        f"SELECT 0, rank, 0, {records.PAUSE_COLS} FROM (SELECT *, row_number() OVER"
+        " (ORDER BY created_at, id) AS rank FROM gf_pauses WHERE thread_id = ?1)"
         f" UNION ALL SELECT 1, 0, 0, n_pauses{_pad(_PAUSE_N - 1)}"
         " FROM gf_threads WHERE thread_id = ?1",
         (thread_id,),
@@ -199,20 +209,20 @@ def read_step_records(
     counts come from the thread and head rows, read already."""
     marks = ", ".join(f"?{i}" for i in range(3, 3 + len(pause_ids)))
     found = conn.execute(
-        f"SELECT 0, rowid, {records.PAUSE_COLS}"
+        f"SELECT 0, 0, 0, {records.PAUSE_COLS}"
         f" FROM gf_pauses WHERE thread_id = ?1 AND id IN ({marks})"
-        f" UNION ALL SELECT 1, seq, {records.ANSWER_COLS}{_pad(_PAUSE_N - _ANSWER_N)}"
+        f" UNION ALL SELECT 1, seq, 0, {records.ANSWER_COLS}{_pad(_PAUSE_N - _ANSWER_N)}"
         " FROM gf_answers WHERE thread_id = ?1"
-        f" UNION ALL SELECT 2, rowid, {steps.TASK_COLS}"
+        f" UNION ALL SELECT 2, {TASK_ORDER}, ord, {steps.TASK_COLS}"
         " FROM gf_tasks WHERE thread_id = ?1 AND ns = '' AND checkpoint_id = ?2"
-        f" UNION ALL SELECT 3, rowid, {steps.MEMO_COLS}{_pad(_PAUSE_N - _MEMO_N)}"
+        f" UNION ALL SELECT 3, rowid, 0, {steps.MEMO_COLS}{_pad(_PAUSE_N - _MEMO_N)}"
         " FROM gf_memos WHERE thread_id = ?1 AND ns = '' AND checkpoint_id = ?2",
         (thread_id, head, *pause_ids),
     ).fetchall()
-    found.sort(key=lambda r: (r[0], r[1]))  # each table's rows in their own order (rowids)
+    found.sort(key=lambda r: (r[0], r[1]))  # each table's rows in their own order
     parts: list[list[Any]] = [[], [], [], []]
-    for r in found:
-        parts[r[0]].append(r[2:])
+    for r in found:  # (a task's row keeps its ord)
+        parts[r[0]].append(r[2:] if r[0] == 2 else r[3:])
     by_id = {r[0]: r for r in parts[0]}
     if len(by_id) < len(set(pause_ids)):
         check_pauses(conn, thread_id)

@@ -31,6 +31,7 @@ from checkpoints.sqlite.migrations import (
     m0002_checksums,
     m0003_runnable,
     m0004_paging,
+    m0005_compact,
 )
 
 __all__ = ["MIGRATIONS", "SCHEMA_VERSION", "apply", "pending"]
@@ -45,6 +46,7 @@ MIGRATIONS: tuple[Migration, ...] = (
     (m0002_checksums.NAME, m0002_checksums.migrate),
     (m0003_runnable.NAME, m0003_runnable.migrate),
     (m0004_paging.NAME, m0004_paging.migrate),
+    (m0005_compact.NAME, m0005_compact.migrate),
 )
 """Every migration, oldest first. Append only."""
 
