@@ -169,6 +169,7 @@ async def take_answers(
     )
     run.ignored = found.ignored
     await run.committer.decisions(found.decisions)
+    run.witness.recall(records)  # (a pause's event that a power loss took: see witness)
     run.witness.add_answers(found.decisions, found.answers, pending)
     # The answers are written with the run's first commit (one fsync fewer): until then
     # nothing of the resumed step is durable, and a crash loses the call, not the thread.

@@ -139,7 +139,7 @@ async def stop(
     if witness.enabled:  # (no event drafted for a graph that keeps none)
         for p in new_pauses:
             if p.kind in GATES:
-                witness.add(*pause_event(p))
+                witness.add(*pause_event(p), derivable=True)
     await witness.flush()
     if run.committer is not None:
         thread = None if run.parent else ThreadUpdate(status, pending, run.spec.name)
@@ -218,7 +218,7 @@ async def advance(
     witness = run.witness
     if witness.enabled:
         for p in gates:
-            witness.add(*pause_event(p))
+            witness.add(*pause_event(p), derivable=True)
     outbox = []
     if witness.pending or witness.outbox_at is not None:
         await witness.flush()

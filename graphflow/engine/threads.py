@@ -90,6 +90,7 @@ async def submit(
         thread_id, records, resume=resume, decisions=decisions, by=by, reason=reason
     )
     witness = Witness(evidence, thread_id)
+    witness.recall(records)  # (a pause's event that a power loss took: see witness)
     witness.add_answers(found.decisions, found.answers, {p.id: p for p in records})
     if witness.enabled:  # (a graph without evidence records its answers all the same)
         await witness.require()

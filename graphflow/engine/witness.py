@@ -13,6 +13,12 @@ When events are written:
 - events that could not be written are kept in the checkpoint store's outbox: a memo of the
   pseudo-task ``OUTBOX`` in the commit of the step (never lost), taken again when the thread
   is next run or audited, and written once the log is writable.
+
+An append of pause events alone (an interrupt's or a gate's: ``derivable``) is not synced on
+its own (``EvidenceLog.append_once(sync=False)``): the pause record, committed and synced
+with the step right after, vouches for it. Where a power loss took the event with the log's
+unsynced tail, ``recall`` writes it again from the record before the pause's answer is
+recorded (``submit``) or taken (a resume), so the trail still reads pause, then answer.
 """
 
 from __future__ import annotations
@@ -59,15 +65,28 @@ class Witness:
         self.failed_at: datetime | None = None
         self.outbox_at: CheckpointId | None = None
         """The checkpoint whose outbox memo holds events (to empty once written)."""
+        self.derivable: set[str] = set()  # (queued keys a stored pause vouches for)
 
     @property
     def enabled(self) -> bool:
         return self.log is not None
 
-    def add(self, key: str, draft: EventDraft) -> None:
-        """Queue an event; a key already queued keeps its first event."""
+    def add(self, key: str, draft: EventDraft, *, derivable: bool = False) -> None:
+        """Queue an event (a key queued keeps its first); ``derivable``: see the module."""
         if self.log is not None:
-            self.pending.setdefault(f"{self.thread_id}:{key}", draft)
+            full = f"{self.thread_id}:{key}"
+            if full not in self.pending:
+                self.pending[full] = draft
+                if derivable:
+                    self.derivable.add(full)
+
+    def recall(self, pauses: Sequence[PauseRecord]) -> None:
+        """Queue again the events of pending pauses of an interrupt or gate (written once:
+        a key the log holds is skipped), before the events of their answers."""
+        if self.log is not None:
+            for p in pauses:
+                if p.kind in GATES:
+                    self.add(*pause_event(p), derivable=True)
 
     async def flush(self) -> bool:
         """Write what is queued; False when the log cannot be written (the events stay
@@ -75,8 +94,9 @@ class Witness:
         if self.log is None or not self.pending:
             return True
         items = list(self.pending.items())
+        sync = not self.derivable.issuperset(self.pending)
         try:
-            await self.log.aappend_once(items)
+            await self.log.aappend_once(items, sync=sync)
         except InvalidEventError:
             raise  # a builder's bug, not an unwritable log: never hidden in the outbox
         except EvidenceError as e:
@@ -86,6 +106,7 @@ class Witness:
             return False
         for key, _ in items:
             self.pending.pop(key, None)
+            self.derivable.discard(key)
         self.failure = self.failed_at = None
         return True
 

@@ -188,14 +188,18 @@ class EvidenceLog:
         with self._store.writing() as conn:
             return self._write(conn, prepared, [None] * len(prepared))
 
-    def append_once(self, items: Iterable[tuple[str, EventDraft]]) -> list[EvidenceRecord]:
+    def append_once(
+        self, items: Iterable[tuple[str, EventDraft]], *, sync: bool = True
+    ) -> list[EvidenceRecord]:
         """Record the events whose key no stored event carries, in order, in one
         transaction; return those written. The runtime keys each event by the stage it
-        records, so a stage passed again (a node rerun after a pause) is written once."""
+        records, so a stage passed again (a node rerun after a pause) is written once.
+        ``sync=False``: for events a durable record elsewhere lets the runtime write again
+        (``graphflow.evidence.walsync``): durable once a later append is, or at ``close``."""
         listed = list(items)
         if not listed:
             return []
-        with self._store.writing() as conn:
+        with self._store.writing(sync=sync) as conn:
             have = existing_keys(conn, [k for k, _ in listed])
             keys: list[str | None] = []
             prepared = []
@@ -256,10 +260,12 @@ class EvidenceLog:
         listed = list(drafts)
         return await self._run(lambda: self.append_many(listed))
 
-    async def aappend_once(self, items: Iterable[tuple[str, EventDraft]]) -> list[EvidenceRecord]:
+    async def aappend_once(
+        self, items: Iterable[tuple[str, EventDraft]], *, sync: bool = True
+    ) -> list[EvidenceRecord]:
         """``append_once`` off the event loop."""
         listed = list(items)
-        return await self._run(lambda: self.append_once(listed))
+        return await self._run(lambda: self.append_once(listed, sync=sync))
 
     async def aevents(
         self, thread_id: str | None = None, since: int | None = None

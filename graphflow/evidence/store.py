@@ -181,8 +181,9 @@ class EvidenceStore:
         return EvidenceError(f"evidence log {self.path!r}: {what}: {error}", path=self.path)
 
     @contextlib.contextmanager
-    def writing(self) -> Iterator[sqlite3.Connection]:
-        """One write transaction under the lock: all of the block's writes or none.
+    def writing(self, *, sync: bool = True) -> Iterator[sqlite3.Connection]:
+        """One write transaction under the lock: all of the block's writes or none
+        (``sync=False``: see ``walsync``).
 
         Raises:
             EvidenceError: the file cannot be written (nothing was written; or, when the
@@ -193,7 +194,7 @@ class EvidenceStore:
         with self._lock:
             conn = self._connection(write=True)
             try:
-                with self._wal.append(conn, self.busy_timeout):  # (graphflow.evidence.walsync)
+                with self._wal.append(conn, self.busy_timeout, sync=sync):  # (walsync)
                     yield conn
             except (sqlite3.Error, OSError) as e:
                 raise self.fail("cannot be written", e) from e

@@ -18,6 +18,11 @@ processes, W4 and W5 once per run):
   file's name. The emptiness is checked again under the write lock (another process may have
   written in between: then the append runs as any other). SQLite's automatic checkpoint is
   off for that one transaction, so that nothing is copied from an unsynced WAL.
+- **Appends that a store's record vouches for** (``sync=False``: an interrupt's pause,
+  whose event the runtime writes again from the pause record if it is missing when the
+  pause is answered or resumed) are committed without their own sync: a later append's
+  sync, or closing the log, makes them durable, and a process crash loses nothing (the
+  operating system has them). W5 (a thousand threads to an interrupt) appends only these.
 - **Room in the WAL** (``checkpoints.sqlite.wal``): from a connection's third append on,
   zeros are kept ahead of the WAL's end, so appends overwrite the file rather than grow it
   (their fsync then skips a filesystem-journal commit). A process that appends once or twice
@@ -97,6 +102,8 @@ class WalSync:
         self.fd: int | None = None
         self._finalizer: weakref.finalize[[int], WalSync] | None = None
         self._appends = 0
+        self.unsynced = False
+        """Whether an append committed since the last sync was not synced (``sync=False``)."""
 
     @property
     def level(self) -> str:
@@ -115,7 +122,12 @@ class WalSync:
         conn.execute(f"PRAGMA synchronous={self.level}")
 
     def closed(self) -> None:
-        """The connection is closed (or belongs to the parent of a forked process)."""
+        """The connection is closed (or belongs to the parent of a forked process): what
+        was appended without a sync is synced first."""
+        if self.unsynced and self.fd is not None:
+            with contextlib.suppress(OSError):
+                os.fdatasync(self.fd)
+        self.unsynced = False
         finalizer, self._finalizer, self.fd = self._finalizer, None, None
         self._appends = 0
         if finalizer is not None:
@@ -126,9 +138,10 @@ class WalSync:
         return wal.size(self.fd) == 0
 
     @contextlib.contextmanager
-    def append(self, conn: sqlite3.Connection, wait: float) -> Iterator[None]:
+    def append(self, conn: sqlite3.Connection, wait: float, *, sync: bool = True) -> Iterator[None]:
         """One durable write transaction on ``conn`` (``immediate``), synced as the module
-        docstring says.
+        docstring says (``sync=False``: durable once a later append is, or the log closed;
+        a new WAL's first append is synced all the same, with its directory).
 
         Raises:
             sqlite3.Error, OSError: it could not be written, or not synced (then it may be
@@ -150,7 +163,11 @@ class WalSync:
                 yield
             self._appends += 1
             if self.fd is not None:
-                self._sync(new)
+                if sync or new:
+                    self._sync(new)
+                    self.unsynced = False
+                else:
+                    self.unsynced = True
         finally:
             if new:
                 with contextlib.suppress(sqlite3.Error):

@@ -37,21 +37,6 @@ def _levels(log: EvidenceLog) -> tuple[int, int]:
 
 
 @pytest.fixture
-def syncs(monkeypatch: pytest.MonkeyPatch) -> list[bool]:
-    """Our syncs of a WAL after an append, in order: True for a new WAL's (its directory
-    synced too)."""
-    done: list[bool] = []
-    real = WalSync._sync
-
-    def counted(self: WalSync, new: bool) -> None:
-        real(self, new)
-        done.append(new)
-
-    monkeypatch.setattr(WalSync, "_sync", counted)
-    return done
-
-
-@pytest.fixture
 def room(monkeypatch: pytest.MonkeyPatch) -> list[int]:
     """The appends that kept room in the WAL (by their number in the connection)."""
     made: list[int] = []
