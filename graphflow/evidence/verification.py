@@ -302,7 +302,10 @@ def _deviations(rows: Sequence[StoredRow]) -> list[VerifyProblem]:
         report(it.pos, kind, detail)
         branch.setdefault(it.row.hash, (kind, origin[1] if origin else it.pos))
 
-    sound_by_pos = [it for it in items if it.sound]
+    # Reordered: rows of the chain out of their seqs' order (a row off the chain is named
+    # above, and is not what the rows around it are compared with).
+    on_chain = set(chain)
+    sound_by_pos = [it for it in items if it.sound and it in on_chain]
     sound_by_key = sorted(sound_by_pos, key=lambda it: (it.key, it.pos))
     for here, written in zip(sound_by_pos, sound_by_key, strict=True):
         if here is not written:

@@ -190,3 +190,20 @@ def test_an_expected_head_must_be_a_head() -> None:
     assert EvidenceLog(":memory:").verify(EvidenceHead(0, GENESIS)).ok
     with pytest.raises(InvalidArgumentError, match="must be an EvidenceHead"):
         EvidenceLog(":memory:").verify((3, GENESIS))  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize("parent", [0, 1, 5, N - 1])
+def test_a_fork_of_an_earlier_event_appended_at_the_end_is_one_fork(
+    path: pathlib.Path, parent: int
+) -> None:
+    """A second continuation of seq ``parent`` (written as ``parent + 1``), stored after the
+    last row: one fork, and the rows between are not said to be reordered."""
+    prev, _, body = row(path, parent + 1)
+    body, digest = forge(body, parent + 1, prev, order_id="OTHER")
+    with tampering(path) as db:
+        db.execute("DROP INDEX evidence_events_prev_hash")
+        db.execute(
+            INSERT + "(?, ?, ?, 't0', 'agentic_action_attempted', ?)",
+            (N + 1, prev, digest, body),
+        )
+    assert found(path) == [(N + 1, "forked")]
