@@ -6,6 +6,8 @@ nothing of the engine or the store.
 
 from __future__ import annotations
 
+import contextlib
+import functools
 import os
 import sys
 from collections.abc import Callable
@@ -119,18 +121,39 @@ def existing_database(ctx: click.Context, given: str | None) -> str:
 
 
 # -- --json and output ---------------------------------------------------------------------
+_json_out: list[Any] = []
+"""The stdout of the running ``--json`` command, while everything else printed goes to
+stderr (the last one, for a command run in a command, as the tests do)."""
+
+
 def json_option(fn: F) -> F:
-    """``--json``: print one JSON document on stdout instead of text."""
+    """``--json``: print one JSON document on stdout instead of text. Only that document:
+    while the command runs, whatever else writes to stdout (a print in the user's graph
+    module or in a node) goes to stderr."""
+
+    @functools.wraps(fn)
+    def command(*args: Any, as_json: bool, **kwargs: Any) -> Any:
+        if not as_json:
+            return fn(*args, as_json=False, **kwargs)
+        _json_out.append(sys.stdout)
+        try:
+            with contextlib.redirect_stdout(sys.stderr):
+                return fn(*args, as_json=True, **kwargs)
+        finally:
+            _json_out.pop()
+
     return click.option(
         "--json", "as_json", is_flag=True, help="print one JSON document (a stable contract)"
-    )(fn)
+    )(command)
 
 
 def print_json(document: Any) -> None:
-    """Print ``document`` (already made of JSON types: see ``graphflow.cli.encode``)."""
+    """Print ``document`` (already made of JSON types: see ``graphflow.cli.encode``) on the
+    command's stdout."""
     import json  # (here: ``graphflow --help`` does not import it)
 
-    click.echo(json.dumps(document, ensure_ascii=False, allow_nan=False))
+    text = json.dumps(document, ensure_ascii=False, allow_nan=False)
+    click.echo(text, file=_json_out[-1] if _json_out else None)
 
 
 def graph_option(required: bool) -> Callable[[F], F]:

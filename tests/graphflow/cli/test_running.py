@@ -195,3 +195,41 @@ def test_run_prints_each_step_as_it_happens(cli: Cli) -> None:
         rest = proc.stdout.read()
     assert proc.returncode == 0 and " a " in f" {first}"
     assert '"waited": true' in rest, rest
+
+
+CHATTY = '''\
+from graphflow import END, START, StateGraph, interrupt
+from typing import TypedDict
+
+print("loading chatty")
+
+
+class S(TypedDict, total=False):
+    x: int
+
+
+def talk(state: S) -> dict:
+    print("node says hello")
+    return {"x": int(interrupt("ok?"))}
+
+
+graph = StateGraph(S).add_node(talk).add_edge(START, "talk").add_edge("talk", END).compile()
+'''
+
+
+def test_json_stdout_holds_the_document_alone_when_user_code_prints(cli: Cli) -> None:
+    """A print in the graph's module or in a node goes to stderr under ``--json``."""
+    (cli.cwd / "chatty.py").write_text(CHATTY, encoding="utf-8")
+    run = cli.sub("run", "--graph", "chatty:graph", "--thread", "t", "--input", "{}", "--json")
+    assert run.code == 0 and run.json()["status"] == "paused"
+    assert "loading chatty" in run.stderr and "node says hello" in run.stderr
+    (pause,) = run.json()["pauses"]
+    assert cli.sub("answer", "t", pause["pause_id"], "5", "--json").code == 0
+    resumed = cli.sub("resume", "t", "--graph", "chatty:graph", "--json")
+    assert resumed.code == 0 and resumed.json()["state"] == {"x": 5}
+    assert "node says hello" in resumed.stderr
+    drawn = cli("draw", "--graph", "chatty:graph", "--json")
+    assert drawn.code == 0 and "mermaid" in drawn.json()
+    # Without --json, text is text: the prints stay where the user put them.
+    text = cli.sub("draw", "--graph", "chatty:graph")
+    assert text.stdout.startswith("loading chatty")
