@@ -11,7 +11,7 @@ import functools
 import os
 import sys
 from collections.abc import Callable
-from typing import Any, TypeVar
+from typing import Any, TypeVar, cast
 
 import click
 
@@ -144,7 +144,7 @@ def json_option(fn: F) -> F:
 
     return click.option(
         "--json", "as_json", is_flag=True, help="print one JSON document (a stable contract)"
-    )(command)
+    )(cast(F, command))
 
 
 def print_json(document: Any) -> None:

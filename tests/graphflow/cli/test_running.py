@@ -197,7 +197,7 @@ def test_run_prints_each_step_as_it_happens(cli: Cli) -> None:
     assert '"waited": true' in rest, rest
 
 
-CHATTY = '''\
+CHATTY = """\
 from graphflow import END, START, StateGraph, interrupt
 from typing import TypedDict
 
@@ -214,7 +214,7 @@ def talk(state: S) -> dict:
 
 
 graph = StateGraph(S).add_node(talk).add_edge(START, "talk").add_edge("talk", END).compile()
-'''
+"""
 
 
 def test_json_stdout_holds_the_document_alone_when_user_code_prints(cli: Cli) -> None:
