@@ -8,6 +8,7 @@ the log.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 from collections.abc import Iterable
@@ -93,6 +94,9 @@ def head(store: EvidenceStore) -> EvidenceHead:
         ) from e
 
 
+_HAS_EVENTS = "SELECT count(*) FROM sqlite_master WHERE type = 'table' AND name = 'evidence_events'"
+
+
 def verify(store: EvidenceStore, expected_head: EvidenceHead | None = None) -> VerifyReport:
     """``EvidenceLog.verify``: read the rows once; classify them only when they do not hold."""
     if expected_head is not None and not isinstance(expected_head, EvidenceHead):
@@ -100,6 +104,12 @@ def verify(store: EvidenceStore, expected_head: EvidenceHead | None = None) -> V
             f"expected_head must be an EvidenceHead, not {type(expected_head).__name__}"
         )
     with store.reading() as conn:
+        if not conn.execute(_HAS_EVENTS).fetchone()[0]:  # (the file is ours: _setup saw it)
+            gone = verification.VerifyProblem(
+                1, "deleted", "the log's table of events is gone: every event was deleted"
+            )
+            report = verification.classify([], expected_head)
+            return dataclasses.replace(report, ok=False, problems=(gone, *report.problems))
         scanned = verification.scan(stream_rows(conn), expected_head)
         if scanned.problem is None:
             return scanned.report()

@@ -178,6 +178,8 @@ class EvidenceStore:
         """Drop the connection (the next call opens the file again) and name the path; the
         caller holds the lock (it is inside ``reading`` or ``writing``)."""
         self._drop()
+        if "no such table: evidence_events" in str(error):  # (the log's file, its table gone)
+            error = Exception("its table of events is gone (every event was deleted: run verify)")
         return EvidenceError(f"evidence log {self.path!r}: {what}: {error}", path=self.path)
 
     @contextlib.contextmanager

@@ -150,6 +150,27 @@ def test_verify_a_truncated_log_against_the_expected_head_is_exit_3(cli: Cli) ->
     assert got.code == 3 and got.stdout.startswith("seq 6  truncated  ")
 
 
+def test_verify_a_log_whose_table_was_dropped_is_exit_3(cli: Cli) -> None:
+    """Every event deleted at once (the table dropped): a problem of the log, not an error;
+    nothing makes the table again, and the thread's audit says why it cannot be read."""
+    approved(cli)
+    head = cli("verify", "--json").json()["head"]
+    db = sqlite3.connect(evidence_path(cli), isolation_level=None)
+    db.execute("DROP TABLE evidence_events")
+    db.close()
+    got = cli("verify")
+    assert got.code == 3 and got.stdout.startswith("seq 1  deleted  the log's table of events")
+    doc = cli("verify", "--json", "--expect-head", f"{head['count']}:{head['hash']}")
+    assert doc.code == 3
+    assert [(p["seq"], p["kind"]) for p in doc.json()["problems"]] == [
+        (1, "deleted"),
+        (1, "truncated"),
+    ]
+    audit = cli("audit", "t1")
+    assert audit.code == 1 and "table of events is gone" in audit.error
+    assert cli("verify").code == 3  # (still gone: nothing made it again)
+
+
 def test_verify_takes_an_evidence_path(cli: Cli) -> None:
     approved(cli)
     path = str(cli.cwd / "elsewhere.log")
