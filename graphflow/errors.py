@@ -188,12 +188,32 @@ class RecursionLimitError(GraphflowError):
 
 
 class NodeExitError(RuntimeError):
-    """A node called ``sys.exit()`` (raised ``SystemExit``): that fails its task, as any
-    other exception would (``NodeError``), and never ends the process running the graph."""
+    """A node called ``sys.exit()`` (raised ``SystemExit``), or raised a
+    ``KeyboardInterrupt`` that is not the user's Ctrl-C (see ``node_exit``): that fails its
+    task, as any other exception would (``NodeError``), and never ends the process running
+    the graph (a worker goes on with its other threads)."""
 
-    def __init__(self, code: object):
-        super().__init__(f"the node called sys.exit({code!r}); it failed, the process goes on")
+    def __init__(self, code: object, *, raised: str | None = None):
+        what = raised if raised is not None else f"called sys.exit({code!r})"
+        super().__init__(f"the node {what}; it failed, the process goes on")
         self.code = code
+
+
+def node_exit(error: BaseException, *, on_thread: bool) -> NodeExitError | None:
+    """The task failure for a ``SystemExit`` or ``KeyboardInterrupt`` that node code raised
+    (``on_thread``: in a worker thread); None for what is the user's Ctrl-C, which goes on
+    to stop the program: a ``KeyboardInterrupt`` on the main thread while SIGINT has
+    Python's default handler. Ctrl-C never reaches another thread, and a process that
+    handles SIGINT itself (``Worker.run_forever``) gets no ``KeyboardInterrupt`` from it."""
+    if isinstance(error, SystemExit):
+        return NodeExitError(error.code)
+    import signal
+    import threading
+
+    main = not on_thread and threading.current_thread() is threading.main_thread()
+    if main and signal.getsignal(signal.SIGINT) is signal.default_int_handler:
+        return None
+    return NodeExitError(None, raised="raised KeyboardInterrupt")
 
 
 class NodeError(GraphflowError):

@@ -9,8 +9,7 @@ for the next node) and in a worker thread under the async API. Retries follow th
 policies in one loop (``_run_task``), each retry's attempt count committed before its wait.
 A task that finishes while siblings still run has its record committed at once; the step
 (``StepTasks``) keeps the rest for the run to commit with the next checkpoint or the stop.
-What a task carries between attempts and the outcome its last one comes to are
-``engine.attempts``.
+What a task carries between attempts and the outcome its last one comes to: ``attempts``.
 """
 
 from __future__ import annotations
@@ -40,7 +39,7 @@ from graphflow.engine.context import (
 from graphflow.engine.events import Emitter
 from graphflow.engine.outcomes import Outcome, StepTasks, Writes
 from graphflow.engine.port import RunPort
-from graphflow.errors import GraphflowError, NodeExitError
+from graphflow.errors import GraphflowError, node_exit
 from graphflow.retry import wait_before_retry
 from graphflow.spec import GraphSpec, NodeSpec
 
@@ -216,8 +215,8 @@ class TaskRunner:
             attempt.error = _untraced(e)
         except Exception as e:
             attempt.error = e
-        except SystemExit as e:  # (as in _call: the task fails, the process goes on)
-            attempt.error = NodeExitError(e.code)
+        except (SystemExit, KeyboardInterrupt) as e:  # (as in _call: the task fails)
+            attempt.error = node_exit(e, on_thread=True) or e
             attempt.error.__cause__ = e
         finally:
             reset_current(token)
@@ -235,8 +234,11 @@ class TaskRunner:
             if inline:
                 return fn(*args)
             return await anyio.to_thread.run_sync(fn, *args)
-        except SystemExit as e:  # (a node's sys.exit() fails its task, never the process:
-            raise NodeExitError(e.code) from e  # a worker goes on with its other threads)
+        except (SystemExit, KeyboardInterrupt) as e:  # (the task fails: errors.node_exit)
+            failure = node_exit(e, on_thread=not (node.is_async or inline))
+            if failure is None:
+                raise  # the user's Ctrl-C
+            raise failure from e
         finally:
             reset_current(token)
 

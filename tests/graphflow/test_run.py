@@ -835,3 +835,45 @@ def test_a_node_that_calls_sys_exit_fails_as_a_node_error(siblings: bool) -> Non
     with pytest.raises(NodeError, match=r"sys\.exit\(3\)") as e:
         b.compile().invoke({"n": 0})
     assert isinstance(e.value.error, NodeExitError) and e.value.error.code == 3
+
+
+@pytest.mark.parametrize("siblings", [False, True])
+def test_a_keyboard_interrupt_from_node_code_is_a_failure_unless_it_may_be_ctrl_c(
+    siblings: bool,
+) -> None:
+    """On the main thread with Python's own SIGINT handler, a ``KeyboardInterrupt`` may be
+    the user's Ctrl-C: it stops the program, as it would without graphflow. Raised in a
+    worker thread (the node pool, the async API), or while the process handles SIGINT
+    itself (a worker), it cannot be: it fails the task, as ``sys.exit()`` does."""
+    import signal
+
+    from graphflow import NodeError
+    from graphflow.errors import NodeExitError
+
+    class Q(TypedDict, total=False):
+        n: int
+        m: int
+
+    def breaks(state: Q) -> dict[str, int]:
+        raise KeyboardInterrupt
+
+    b = StateGraph(Q).add_node("breaks", breaks).add_edge(START, "breaks")
+    b.add_edge("breaks", END)
+    if siblings:
+        b.add_node("other", lambda s: {"m": 1}).add_edge(START, "other").add_edge("other", END)
+    graph = b.compile()
+    if not siblings:  # run in place, on the main thread: may be Ctrl-C
+        with pytest.raises(KeyboardInterrupt):
+            graph.invoke({"n": 0})
+    else:  # in the node pool's thread
+        with pytest.raises(NodeError, match="raised KeyboardInterrupt"):
+            graph.invoke({"n": 0})
+    with pytest.raises(NodeError, match="raised KeyboardInterrupt") as e:  # a worker thread
+        anyio.run(graph.ainvoke, {"n": 0})
+    assert isinstance(e.value.error, NodeExitError)
+    before = signal.signal(signal.SIGINT, lambda *_: None)  # the process handles SIGINT
+    try:
+        with pytest.raises(NodeError, match="raised KeyboardInterrupt"):
+            graph.invoke({"n": 0})
+    finally:
+        signal.signal(signal.SIGINT, before)

@@ -493,3 +493,22 @@ async def test_a_node_that_calls_sys_exit_fails_its_thread_and_the_worker_goes_o
     [r] = [r for r in found if r.thread_id == "t1"]
     assert r.error is not None and "sys.exit(3)" in r.error
     assert [t.status for t in await g.alist_threads("failed")] == ["failed"]
+
+
+async def test_a_keyboard_interrupt_from_a_node_fails_its_thread_and_the_worker_goes_on() -> None:
+    c = Counted()
+
+    def breaks(state: S) -> dict[str, Any]:
+        if state["log"] == ["ask:bad"]:
+            raise KeyboardInterrupt
+        return {"log": ["after"]}
+
+    g = chain(c, c.asking("ask"), breaks)
+    for t in ("t1", "t2"):
+        await g.ainvoke({"log": []}, thread_id=t)
+    await g.asubmit("t1", resume="bad")
+    await g.asubmit("t2", resume="good")
+    found = await Worker(g).run_once()
+    assert statuses(found) == {"t1": "failed", "t2": "done"}
+    [r] = [r for r in found if r.thread_id == "t1"]
+    assert r.error is not None and "raised KeyboardInterrupt" in r.error
