@@ -475,12 +475,18 @@ async def test_a_worker_running_many_threads_shares_transactions_between_them(
     await store.close()
 
 
-async def test_a_node_that_calls_sys_exit_fails_its_thread_and_the_worker_goes_on() -> None:
+@pytest.mark.parametrize(
+    ("raised", "said"), [(SystemExit(3), "sys.exit(3)"), (KeyboardInterrupt(), "KeyboardInterrupt")]
+)
+async def test_a_node_that_exits_fails_its_thread_and_the_worker_goes_on(
+    raised: BaseException, said: str
+) -> None:
+    """``sys.exit()``, or a ``KeyboardInterrupt`` that is no Ctrl-C (errors.node_exit)."""
     c = Counted()
 
     def quits(state: S) -> dict[str, Any]:
         if state["log"] == ["ask:bad"]:
-            raise SystemExit(3)
+            raise raised
         return {"log": ["after"]}
 
     g = chain(c, c.asking("ask"), quits)
@@ -491,24 +497,5 @@ async def test_a_node_that_calls_sys_exit_fails_its_thread_and_the_worker_goes_o
     found = await Worker(g).run_once()
     assert statuses(found) == {"t1": "failed", "t2": "done"}
     [r] = [r for r in found if r.thread_id == "t1"]
-    assert r.error is not None and "sys.exit(3)" in r.error
+    assert r.error is not None and said in r.error
     assert [t.status for t in await g.alist_threads("failed")] == ["failed"]
-
-
-async def test_a_keyboard_interrupt_from_a_node_fails_its_thread_and_the_worker_goes_on() -> None:
-    c = Counted()
-
-    def breaks(state: S) -> dict[str, Any]:
-        if state["log"] == ["ask:bad"]:
-            raise KeyboardInterrupt
-        return {"log": ["after"]}
-
-    g = chain(c, c.asking("ask"), breaks)
-    for t in ("t1", "t2"):
-        await g.ainvoke({"log": []}, thread_id=t)
-    await g.asubmit("t1", resume="bad")
-    await g.asubmit("t2", resume="good")
-    found = await Worker(g).run_once()
-    assert statuses(found) == {"t1": "failed", "t2": "done"}
-    [r] = [r for r in found if r.thread_id == "t1"]
-    assert r.error is not None and "raised KeyboardInterrupt" in r.error

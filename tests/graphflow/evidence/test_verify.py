@@ -156,30 +156,6 @@ def test_a_tail_cut_and_written_again_does_not_match_the_expected_head(
     assert found(path, head) == [(N, "modified")]
 
 
-def test_two_events_claiming_one_parent_are_forked(path: pathlib.Path) -> None:
-    prev, _, body = row(path, N)
-    body, digest = forge(body, N + 1, prev, order_id="OTHER")  # the parent of seq N
-    with tampering(path) as db:
-        db.execute("DROP INDEX evidence_events_prev_hash")
-        db.execute(
-            INSERT + "(?, ?, ?, 't0', 'agentic_action_attempted', ?)",
-            (N + 1, prev, digest, body),
-        )
-    assert found(path) == [(N + 1, "forked")]
-
-
-def test_a_fork_written_as_the_same_seq_is_forked(path: pathlib.Path) -> None:
-    prev, _, body = row(path, N)
-    body, digest = forge(body, N, prev, order_id="OTHER")  # a second event N
-    with tampering(path) as db:
-        db.execute("DROP INDEX evidence_events_prev_hash")
-        db.execute(
-            INSERT + "(?, ?, ?, 't0', 'agentic_action_attempted', ?)",
-            (N + 1, prev, digest, body),
-        )
-    assert found(path) == [(N + 1, "forked")]
-
-
 def test_an_expected_head_must_be_a_head() -> None:
     with pytest.raises(InvalidArgumentError, match="64 lowercase hex"):
         EvidenceHead(3, "ABC")
@@ -192,14 +168,17 @@ def test_an_expected_head_must_be_a_head() -> None:
         EvidenceLog(":memory:").verify((3, GENESIS))  # type: ignore[arg-type]
 
 
-@pytest.mark.parametrize("parent", [0, 1, 5, N - 1])
-def test_a_fork_of_an_earlier_event_appended_at_the_end_is_one_fork(
-    path: pathlib.Path, parent: int
+@pytest.mark.parametrize(
+    ("parent", "written_as"), [(N - 1, N + 1), (N - 1, N), (0, 1), (1, 2), (5, 6)]
+)
+def test_a_second_continuation_of_an_event_appended_at_the_end_is_one_fork(
+    path: pathlib.Path, parent: int, written_as: int
 ) -> None:
-    """A second continuation of seq ``parent`` (written as ``parent + 1``), stored after the
-    last row: one fork, and the rows between are not said to be reordered."""
+    """Two events claiming one parent (seq ``parent``): the one stored after the last row,
+    written as ``written_as``, is one fork; the rows between are not said to be
+    reordered."""
     prev, _, body = row(path, parent + 1)
-    body, digest = forge(body, parent + 1, prev, order_id="OTHER")
+    body, digest = forge(body, written_as, prev, order_id="OTHER")
     with tampering(path) as db:
         db.execute("DROP INDEX evidence_events_prev_hash")
         db.execute(
