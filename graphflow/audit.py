@@ -26,7 +26,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from checkpoints.base import Checkpointer
-from checkpoints.models import DecisionRecord, ThreadId
+from checkpoints.models import AnswerRecord, DecisionRecord, ThreadId
 from graphflow.engine import answers
 from graphflow.engine.witness import OUTBOX
 from graphflow.errors import InvalidArgumentError
@@ -144,6 +144,7 @@ async def audit(log: EvidenceLog, store: Checkpointer | None, thread_id: str) ->
     """The thread's trail in order (``as_taken``); events still in the thread's outbox (the
     log was not writable when they happened) are written first."""
     decided: list[DecisionRecord] = []
+    answered: list[AnswerRecord] = []
     if store is not None:
         th = await store.get_thread(ThreadId(thread_id))
         if th is not None and th.head is not None:
@@ -153,23 +154,28 @@ async def audit(log: EvidenceLog, store: Checkpointer | None, thread_id: str) ->
                 await log.aappend_once([(k, draft_from_dict(d)) for k, d in kept.items()])
         if th is not None:
             decided = await store.list_decisions(th.thread_id)
+            answered = list((await store.load_answers(th.thread_id)).values())
     records = await log.aevents(thread_id)
-    return as_taken([entry_of(r) for r in records], [_marks(r) for r in records], decided)
+    marks = [_marks(r) for r in records]
+    return as_taken([entry_of(r) for r in records], marks, decided, answered)
 
 
 def _marks(record: EvidenceRecord) -> tuple[str | None, bool]:
-    """A decision event's record time (its approval timestamp) and whether it refuses an
-    earlier decision (the run's refusal when the call ran)."""
+    """A decision or answer event's record time (a decision's approval timestamp, an
+    interrupt answer's ``answered_at``) and whether it refuses an earlier decision (the
+    run's refusal when the call ran)."""
     ev = record.event
     approval: Mapping[str, Any] = ev.get("approval") or {}
     ext: Mapping[str, Any] = ev.get("extensions", {}).get("graphflow", {})
-    return approval.get("approval_timestamp"), bool(ext.get("refuses"))
+    at = approval.get("approval_timestamp") or ext.get("answered_at")
+    return at, bool(ext.get("refuses"))
 
 
 def as_taken(
     entries: list[AuditEntry],
     marks: Sequence[tuple[str | None, bool]],
     decided: Sequence[DecisionRecord] = (),
+    answered: Sequence[AnswerRecord] = (),
 ) -> list[AuditEntry]:
     """``entries`` as the decisions and answers took effect, each one that did not shown
     with ``applied=False`` and why:
@@ -181,13 +187,15 @@ def as_taken(
     - a decision or answer that a later one on the same pause (or call) overrode: the latest
       wins, in the store's order (``decided``: the thread's decision records, matched by
       their time; evidence of appends that raced may be in the other order), as
-      ``graph.list_decisions`` reads them."""
+      ``graph.list_decisions`` reads them; for an interrupt, ``answered``: the latest answer
+      record of each pause, as the store keeps them (``load_answers``)."""
     out = list(entries)
     stored = {
         (r.pause_id or r.call_id, rfc3339(datetime.fromtimestamp(r.created_at, UTC)))
         for r in answers.effective(decided)
         if r.applied
     }
+    latest = {(a.pause_id, rfc3339(datetime.fromtimestamp(a.created_at, UTC))) for a in answered}
     taken: dict[tuple[str, str], list[int]] = {}  # (stage, pause or call) -> applied, in order
     for i, e in enumerate(entries):
         key = e.pause_id or e.call_id
@@ -203,7 +211,8 @@ def as_taken(
     for (stage, key), applied in taken.items():
         if len(applied) < 2:
             continue
-        won = [i for i in applied if (key, marks[i][0]) in stored] if stage == "decision" else []
+        kept = stored if stage == "decision" else latest
+        won = [i for i in applied if (key, marks[i][0]) in kept]
         winner = won[-1] if won else applied[-1]
         w = entries[winner]
         if stage == "decision":

@@ -261,6 +261,7 @@ def resume_event(
         by=answer.by,
         checkpoint_id=pause.checkpoint_id,
         refusal=refusal,
+        at=datetime.fromtimestamp(answer.created_at, UTC),  # (audit matches it to the record)
     )
     return f"resume:{pause.id}:{answer.created_at!r}", draft
 

@@ -241,6 +241,17 @@ def test_two_answers_to_one_interrupt_are_in_the_trail_and_the_latest_wins(
     answers = [e for e in g.audit("q") if e.stage == "resume"]
     assert [(e.actor, e.applied) for e in answers] == [("alice", False), ("mallory", True)]
     assert answers[0].detail == "superseded by the answer of mallory"
+    # Each answer's event carries its record's time: the audit matches them by it.
+    from datetime import UTC, datetime
+
+    from checkpoints.models import ThreadId
+    from graphflow.evidence.events import rfc3339
+
+    (latest,) = anyio.run(store.load_answers, ThreadId("q")).values()
+    assert g.evidence is not None
+    exts = [e.event["extensions"]["graphflow"] for e in g.evidence.events("q")]
+    stamps = [x.get("answered_at") for x in exts if x.get("stage") == "interrupt_resumed"]
+    assert stamps[-1] == rfc3339(datetime.fromtimestamp(latest.created_at, UTC)) != stamps[0]
 
 
 def test_an_answer_while_a_run_holds_the_thread_is_refused(store: Checkpointer) -> None:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import dataclasses
 from datetime import UTC, datetime
 
-from checkpoints.models import CallId, DecisionRecord, PauseId, ThreadId
+from checkpoints.models import AnswerRecord, CallId, DecisionRecord, PauseId, ThreadId
 from graphflow.audit import AuditEntry, as_taken
 from graphflow.evidence.events import rfc3339
 
@@ -53,3 +53,25 @@ def test_a_refusal_when_the_call_ran_takes_the_decision_back() -> None:
         (False, "'bob' lacks the role 'finance'"),
         (False, "'bob' lacks the role 'finance'"),
     ]
+
+
+def _answer(seq: int, actor: str) -> AuditEntry:
+    return AuditEntry(seq=seq, at=AT, stage="resume", call_id=None, tool=None, actor=actor,
+                      decision="allow", applied=True, checkpoint_id="ck", pause_id="p1",
+                      detail="answered", event_type="agentic_action_allowed")  # fmt: skip
+
+
+def test_of_two_answers_to_an_interrupt_the_stores_latest_wins_whatever_the_logs_order() -> None:
+    """Two answers at once: alice's event was appended first, but her record was stored
+    last (the latest answer record of the pause is hers), so hers took effect."""
+    entries = [_answer(1, "alice"), _answer(2, "bob")]
+    marks = [(_stamp(20.0), False), (_stamp(10.0), False)]
+    latest = [AnswerRecord(PauseId("p1"), ThreadId("t"), "yes", by="alice", created_at=20.0)]
+    got = as_taken(entries, marks, answered=latest)
+    assert [(e.actor, e.applied, e.detail) for e in got] == [
+        ("alice", True, "answered"),
+        ("bob", False, "superseded by the answer of alice"),
+    ]
+    # Without the store's records (events of an older graphflow, no answered_at): the log's.
+    old = as_taken(entries, [(None, False), (None, False)], answered=latest)
+    assert [(e.actor, e.applied) for e in old] == [("alice", False), ("bob", True)]

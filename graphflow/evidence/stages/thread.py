@@ -3,9 +3,17 @@ and answered (``graphflow.evidence.stages`` documents each event)."""
 
 from __future__ import annotations
 
+from datetime import datetime
 from typing import Any
 
-from graphflow.evidence.events import CallFacts, EventDraft, EventType, PrincipalType, Stage
+from graphflow.evidence.events import (
+    CallFacts,
+    EventDraft,
+    EventType,
+    PrincipalType,
+    Stage,
+    rfc3339,
+)
 from graphflow.evidence.redact import digest
 from graphflow.evidence.stages import build
 
@@ -194,22 +202,28 @@ def interrupt_resumed(
     by_type: PrincipalType = "human_user",
     checkpoint_id: str | None = None,
     refusal: str | None = None,
+    at: datetime | None = None,
 ) -> EventDraft:
     """The interrupt ``pause_id`` was answered (``answer`` stored as a digest); with a
-    ``refusal``, the answer did not take effect (the pause is still pending) and why."""
+    ``refusal``, the answer did not take effect (the pause is still pending) and why.
+    ``at``: the answer record's time (``answered_at``: ``graph.audit`` matches the event to
+    the record by it)."""
     answer_digest = digest(answer, where="the interrupt's answer")
+    ext: dict[str, Any] = {"answer_digest": answer_digest}
+    if at is not None:
+        ext["answered_at"] = rfc3339(at)
     if refusal is None:
         taken: dict[str, Any] = {
             "authorization": build.authorization("allow", "graphflow.interrupt", "answered"),
             "result": build.result("allowed"),
-            "graphflow": {"answer_digest": answer_digest},
+            "graphflow": ext,
         }
     else:
         taken = {
             "authorization": build.authorization("defer", "graphflow.interrupt", refusal),
             "result": build.result("deferred"),
             "non_execution": build.non_execution("deferred", refusal),
-            "graphflow": {"answer_digest": answer_digest, "applied": False, "refusal": refusal},
+            "graphflow": {**ext, "applied": False, "refusal": refusal},
         }
     return build.thread_event(
         "agentic_action_allowed" if refusal is None else "agentic_action_deferred",
