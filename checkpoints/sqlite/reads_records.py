@@ -41,10 +41,9 @@ def _tasks(
         checks.count(thread_id, what, anchor, len(found))
     if any(row[0] != i or type(row[0]) is not int for i, row in enumerate(found)):
         raise checks.damaged(thread_id, checkpoint_id, what, "their order is not 0, 1, ...")
-    found = [row[1:] for row in found]
     out: dict[TaskId, TaskRecord] = {}
     for row in found:
-        rec = steps.task(thread_id, ns, checkpoint_id, row)
+        rec = steps.task(thread_id, ns, checkpoint_id, row[1:])
         out[rec.task_id] = rec
     return out
 
