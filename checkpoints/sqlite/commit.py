@@ -112,7 +112,8 @@ def fenced_update(set_head: bool, update: bool, check_head: bool, release: bool)
         sets.append(
             "head = :head, head_crc = :head_crc, n_checkpoints = n_checkpoints + NOT EXISTS"
             " (SELECT 1 FROM gf_checkpoints WHERE thread_id = :tid AND ns = '' AND id = :head),"
-            " newest = max(coalesce(newest, ''), :head)"
+            # (``newest`` is stored only where it is not the head: migration 0006_newest)
+            " newest = nullif(max(coalesce(newest, head, ''), :head), :head)"
         )
     if update:
         # With a status change, whether the lease is given up is a parameter (the first and

@@ -162,7 +162,8 @@ def list_checkpoints(
     found = conn.execute(sql, (thread_id, ns, sql_limit)).fetchall()
     if ns == "":
         anchor = conn.execute(
-            "SELECT n_checkpoints, newest FROM gf_threads WHERE thread_id = ?", (thread_id,)
+            "SELECT n_checkpoints, coalesce(newest, head) FROM gf_threads WHERE thread_id = ?",
+            (thread_id,),
         ).fetchone()
     else:
         anchor = conn.execute(

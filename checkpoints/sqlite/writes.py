@@ -29,8 +29,8 @@ INSERT_THREAD = (  # ?1-?14: the row's values and checksums; its counts from wha
     " (SELECT count(*) FROM gf_checkpoints WHERE thread_id = ?1 AND ns = '')"
     " + (?3 IS NOT NULL AND NOT EXISTS (SELECT 1 FROM gf_checkpoints WHERE thread_id = ?1"
     " AND ns = '' AND id = ?3)),"  # (the head, when given, is inserted next)
-    " (SELECT max(id) FROM (SELECT id FROM gf_checkpoints WHERE thread_id = ?1 AND ns = ''"
-    " UNION ALL SELECT ?3)),"
+    " nullif((SELECT max(id) FROM (SELECT id FROM gf_checkpoints WHERE thread_id = ?1"
+    " AND ns = '' UNION ALL SELECT ?3)), ?3),"  # (NULL: the head is the newest)
     " (SELECT count(*) FROM gf_pauses WHERE thread_id = ?1),"
     " (SELECT count(*) FROM gf_answers WHERE thread_id = ?1),"
     " (SELECT count(*) FROM gf_decisions WHERE thread_id = ?1),"
