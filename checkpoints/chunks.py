@@ -3,12 +3,18 @@
 A list channel is stored as a chain: a start row (``set``: the whole value) followed by
 ``append`` rows holding the items each step added. Every so many appends the engine closes
 the chain with a ``chunk`` write (``ChannelWriteKind``): the store then keeps one ``chunk``
-row holding ``[start, items]``, where ``start`` is the version of the closed chain's start
-row and ``items`` the closed chain's appended items followed by the write's own, and later
-appends chain from the chunk row. A value is read back from its chain's start: a ``set``
-row's value, or a chunk's ``items`` after the value of the row it links to (a ``set`` or
-an older chunk), and then the chain's appends. Nothing is rewritten: a chunk copies only
-what its own chain appended, and every row stays readable by the checkpoints that use it.
+row holding ``[start, items, lengths]``, where ``start`` is the version of the closed chain's
+start row, ``items`` the closed chain's appended items followed by the write's own, and
+``lengths`` how many items each of those writes added (files of schema 6 and before hold
+chunks without it); later appends chain from the chunk row. A value is read back from its
+chain's start: a ``set`` row's value, or a chunk's ``items`` after the value of the row it
+links to (a ``set`` or an older chunk), and then the chain's appends.
+
+Nothing is rewritten. The SQLite store also folds a closed chain into its chunk: it deletes
+the chain's append rows in the chunk's transaction (each item is then stored once, a file no
+larger than its messages' own store: ``benchmarks/chat_history.py``) and keeps a ``closed``
+row in the chain pointing at the chunk, from which a checkpoint inside the chain reads its
+value (``folded_items``: the first ``lengths`` of the chunk's items).
 """
 
 from __future__ import annotations
@@ -23,10 +29,13 @@ def chunk_value(start: int, appended: Iterable[list[Any]], items: list[Any]) -> 
     """The stored value of a chunk closing the chain from ``start`` (``appended``: the items
     of its appends in order; ``items``: the chunk write's own)."""
     out: list[Any] = []
+    lengths: list[int] = []
     for part in appended:
         out.extend(part)
+        lengths.append(len(part))
     out.extend(items)
-    return [start, out]
+    lengths.append(len(items))
+    return [start, out, lengths]
 
 
 def _damaged(thread_id: str, channel: str, version: int, detail: str) -> CorruptCheckpointError:
@@ -44,6 +53,38 @@ def check_chain(thread_id: str, channel: str, version: int, found: int, count: i
         raise _damaged(thread_id, channel, version, f"{found} appends where {count} were made")
 
 
+def is_chunk(value: Any, version: int) -> bool:
+    """Whether ``value`` is a chunk's stored value at ``version``: ``[start, items]`` or
+    ``[start, items, lengths]``, its lengths counting its items."""
+    if not (
+        type(value) is list and len(value) in (2, 3) and type(value[0]) is int
+        and type(value[1]) is list and value[0] < version
+    ):  # fmt: skip
+        return False
+    if len(value) == 2:
+        return True
+    lengths = value[2]
+    return (
+        type(lengths) is list and len(lengths) > 0
+        and all(type(n) is int and n >= 0 for n in lengths) and sum(lengths) == len(value[1])
+    )  # fmt: skip
+
+
+def folded_items(
+    thread_id: str, channel: str, chunk: Any, version: int, start: int, count: int
+) -> list[Any]:
+    """The items the first ``count`` appends of the chain from ``start`` added, read from
+    the chunk (decoded, at ``version``) that closed the chain and folded its appends."""
+    if not is_chunk(chunk, version) or len(chunk) != 3 or chunk[0] != start:
+        raise _damaged(thread_id, channel, version, "a folded chain's chunk is not its own")
+    lengths = chunk[2]
+    if not 0 <= count < len(lengths):
+        raise _damaged(
+            thread_id, channel, version, f"{count} appends read from a chunk of {len(lengths) - 1}"
+        )
+    return chunk[1][: sum(lengths[:count])]  # type: ignore[no-any-return]
+
+
 def start_value(
     thread_id: str,
     channel: str,
@@ -57,10 +98,7 @@ def start_value(
     (``row_at(v)``: the kind and decoded value of the start row at ``v``)."""
     parts: list[list[Any]] = []
     while kind == "chunk":
-        if not (
-            type(value) is list and len(value) == 2 and type(value[0]) is int
-            and type(value[1]) is list and value[0] < version
-        ):  # fmt: skip
+        if not is_chunk(value, version):
             raise _damaged(thread_id, channel, version, "a chunk that is not [start, items]")
         parts.append(value[1])
         version = value[0]

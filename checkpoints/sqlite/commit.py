@@ -29,7 +29,7 @@ from checkpoints.errors import (
     SerializationError,
 )
 from checkpoints.lease import lease_free
-from checkpoints.models import now
+from checkpoints.models import ChannelWrite, now
 from checkpoints.sqlite import marks, reads
 from checkpoints.sqlite.group import WriteTxn
 from checkpoints.sqlite.rows import checks, records, steps, threads
@@ -86,6 +86,29 @@ INSERT_CHANNEL = "INSERT OR REPLACE INTO gf_channels VALUES (?, ?, ?, ?, ?, ?, ?
 """A channel row whose value is inline (its ``blob_id`` NULL)."""
 INSERT_LARGE_CHANNEL = "INSERT OR REPLACE INTO gf_channels VALUES (?, ?, ?, ?, ?, ?, NULL, ?, ?)"
 """A channel row whose value is in ``gf_blobs`` (its ``blob`` NULL)."""
+_CHAIN = (
+    " WHERE thread_id = ?1 AND ns = ?2 AND channel = ?3 AND base = ?4 AND version > ?4"
+    " AND version < ?5 AND kind = 'append'"
+)
+FOLD_CHAIN = (  # (checkpoints.chunks) the closed chain's appends, in the chunk now
+    f"DELETE FROM gf_blobs WHERE id IN (SELECT blob_id FROM gf_channels{_CHAIN})",
+    f"DELETE FROM gf_channels{_CHAIN}",
+)
+CLOSED = "closed"
+"""The kind of the row a folded chain keeps at its chunk's version (value empty)."""
+
+
+def fold_chain(conn: sqlite3.Connection, thread_id: str, ns: str, chunk: ChannelWrite) -> None:
+    """Fold the chain that ``chunk`` (just stored) closed: its appends are deleted, and a
+    ``closed`` row in the chain points at the chunk (``reads.read_channel``)."""
+    assert chunk.base is not None
+    args = (thread_id, ns, chunk.channel, chunk.base, chunk.version)
+    for sql in FOLD_CHAIN:
+        conn.execute(sql, args)
+    crc = checks.channel_crc(thread_id, ns, chunk.channel, chunk.version, CLOSED, chunk.base, b"")
+    conn.execute(INSERT_CHANNEL, (*args[:3], chunk.version, CLOSED, chunk.base, b"", crc))
+
+
 THREAD_CRC_NOW = (
     "gf_crc(thread_id, status, graph_name, pending_pause_ids, pending_count, created_at,"
     " updated_at)"
@@ -289,6 +312,9 @@ def _write(
                 conn.execute(INSERT_CHANNEL, chans[0])
             elif chans:
                 conn.executemany(INSERT_CHANNEL, chans)
+            for c, _ in enc.channels:
+                if c.kind == "chunk":
+                    fold_chain(conn, thread_id, batch.ns, c)
         if pauses:
             conn.executemany(UPSERT_PAUSE, pauses)
         if enc.answers:

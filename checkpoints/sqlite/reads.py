@@ -228,6 +228,10 @@ def read_channel(
     found = conn.execute(sql, (thread_id, ns, channel, base[0], version)).fetchall()
     if not found or found[0][1] != base[0]:  # the row the chain starts from
         raise missing_channel(thread_id, channel, base[0])
+    folded = None
+    if len(found) - 1 != base[1]:  # a chain folded into the chunk that closed it?
+        folded = folded_chain(conn, thread_id, ns, channel, base)
+        found = found[:1]
     blobs = steps.channel_blobs(thread_id, ns, channel, found, base[0])
     value = load_value(blobs[0], thread_id, None, what)
     if found[0][0] == "chunk":  # the items before it are in the rows it links back to
@@ -247,9 +251,54 @@ def read_channel(
         if type(part) is not list:
             raise checks.bad_shape(thread_id, None, what, "appended items are not a list")
         value.extend(part)
-    if len(found) - 1 != base[1]:
+    if folded is not None:
+        value.extend(folded)
+    elif len(found) - 1 != base[1]:
         raise missing_channel(thread_id, channel, version)
     return value
+
+
+CLOSED_BY = (
+    "SELECT version, crc FROM gf_channels WHERE thread_id = ? AND ns = ? AND channel = ?"
+    " AND base = ? AND kind = 'closed'"
+)
+"""The ``closed`` row of a folded chain (``commit.fold_chain``): at its chunk's version."""
+
+
+def closed_at(
+    conn: sqlite3.Connection, thread_id: str, ns: str, channel: str, base: int
+) -> int | None:
+    """The version of the chunk that the chain from ``base`` was folded into (its
+    ``closed`` row, checked), or None if the chain was not folded."""
+    rows = conn.execute(CLOSED_BY, (thread_id, ns, channel, base)).fetchall()
+    if not rows:
+        return None
+    if len(rows) != 1:  # (one per chain: its chunk's version)
+        raise checks.damaged(thread_id, None, f"channel {channel!r}", "two chunks closed it")
+    [(at, stored)] = rows
+    try:
+        ok = stored == checks.channel_crc(thread_id, ns, channel, at, "closed", base, b"")
+    except (TypeError, AttributeError, OverflowError):
+        ok = False
+    if not ok or type(at) is not int:
+        raise checks.damaged(thread_id, None, f"channel {channel!r}", "checksum mismatch")
+    return at
+
+
+def folded_chain(
+    conn: sqlite3.Connection, thread_id: str, ns: str, channel: str, base: tuple[int, int]
+) -> list[Any] | None:
+    """The items of the first ``base[1]`` appends of the chain from ``base[0]``, read from
+    the chunk it was folded into; None if the chain was not folded (rows are missing)."""
+    at = closed_at(conn, thread_id, ns, channel, base[0])
+    if at is None:
+        return None
+    row = conn.execute(START_ROW, (thread_id, ns, channel, at, at)).fetchone()
+    if row is None or row[0] != "chunk":
+        raise missing_channel(thread_id, channel, at)
+    [blob] = steps.channel_blobs(thread_id, ns, channel, [row], at)
+    chunk = load_value(blob, thread_id, None, f"channel {channel!r}")
+    return chunks.folded_items(thread_id, channel, chunk, at, base[0], base[1])
 
 
 START_ROW = (
@@ -271,6 +320,11 @@ def chunk_blob(conn: sqlite3.Connection, thread_id: str, ns: str, c: ChannelWrit
     assert c.base is not None and c.count is not None
     args = (thread_id, ns, c.channel, c.base, c.base, c.version)
     found = conn.execute(CHAIN_APPENDS, args).fetchall()
+    if not found and closed_at(conn, thread_id, ns, c.channel, c.base) == c.version:
+        # Committed before (its chain folded into it): the same chunk again.
+        row = conn.execute(START_ROW, (thread_id, ns, c.channel, c.version, c.version)).fetchone()
+        if row is not None and row[0] == "chunk":
+            return steps.channel_blobs(thread_id, ns, c.channel, [row], c.version)[0]
     chunks.check_chain(thread_id, c.channel, c.version, len(found), c.count)
     what = f"channel {c.channel!r}"
     appended = []

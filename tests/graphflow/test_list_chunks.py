@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Annotated, Any, TypedDict
 
 import anyio
+import pytest
 
 from checkpoints import SqliteCheckpointer
 from graphflow import END, START, StateGraph
@@ -23,13 +24,13 @@ class Chat(TypedDict):
     messages: Annotated[list[dict[str, Any]], operator.add]
 
 
-def _message(i: int) -> dict[str, Any]:
-    return {"role": "user" if i % 2 else "assistant", "content": f"{i:06d}" + "x" * (ITEM - 6)}
+def _message(i: int, item: int = ITEM) -> dict[str, Any]:
+    return {"role": "user" if i % 2 else "assistant", "content": f"{i:06d}" + "x" * (item - 6)}
 
 
-def chat_loop(steps: int) -> StateGraph:
+def chat_loop(steps: int, item: int = ITEM) -> StateGraph:
     b = StateGraph(Chat)
-    b.add_node("chat", lambda s: {"messages": [_message(len(s["messages"]))]})
+    b.add_node("chat", lambda s: {"messages": [_message(len(s["messages"]), item)]})
     b.add_edge(START, "chat")
     b.add_conditional_edges("chat", lambda s: END if len(s["messages"]) >= steps else "chat")
     return b
@@ -61,24 +62,71 @@ def _bytes_per_version(path: Path) -> dict[int, int]:
     return out
 
 
-def test_what_a_step_stores_stays_bounded_as_the_history_grows(tmp_path: Path) -> None:
-    """No step stores more than a chunk's worth of messages, however long the history: the
-    bytes written per step do not grow with it (the list used to be rewritten whole every
-    512 appends), and the stored total stays within twice the messages' own size."""
-    path = tmp_path / "chat.db"
+def _run_chat(path: Path, item: int = ITEM) -> None:
     cp = SqliteCheckpointer(path)
     try:
-        graph = chat_loop(STEPS).compile(checkpointer=cp, evidence=False)
+        graph = chat_loop(STEPS, item).compile(checkpointer=cp, evidence=False)
         graph.invoke({"messages": []}, thread_id="t", recursion_limit=STEPS + 10)
     finally:
         anyio.run(cp.close)
+
+
+def _kinds(path: Path) -> dict[str, int]:
+    conn = sqlite3.connect(path)
+    try:
+        rows = conn.execute(
+            "SELECT kind, count(*) FROM gf_channels WHERE channel = 'messages' GROUP BY kind"
+        ).fetchall()
+    finally:
+        conn.close()
+    return dict(rows)
+
+
+def test_what_a_step_stores_stays_bounded_as_the_history_grows(tmp_path: Path) -> None:
+    """No step stores more than a chunk's worth of messages, however long the history: the
+    bytes written per step do not grow with it (the list used to be rewritten whole every
+    512 appends), and each message is stored once (a closed chain is folded into its
+    chunk)."""
+    path = tmp_path / "chat.db"
+    _run_chat(path)
     sizes = _bytes_per_version(path)
     one = len(_bytes_of_one())
     assert max(sizes.values()) <= (CHUNK_EVERY + 1) * one * 1.1  # a chunk at most
-    early = max(s for v, s in sorted(sizes.items())[: STEPS // 2])
-    late = max(s for v, s in sorted(sizes.items())[STEPS // 2 :])
-    assert late <= early * 1.1  # the same bound late as early: nothing grows with history
-    assert sum(sizes.values()) <= 2.2 * STEPS * one  # each message in an append and a chunk
+    chunks = [s for s in sizes.values() if s > 2 * one]
+    assert len(chunks) == STEPS // CHUNK_EVERY
+    assert max(chunks) <= min(chunks) * 1.1  # the same late as early: nothing grows
+    assert sum(sizes.values()) <= 1.1 * STEPS * one  # each message once
+
+
+@pytest.mark.parametrize("item", [ITEM, 1000])  # (1000: each value in gf_blobs)
+def test_a_closed_chain_keeps_no_append_rows(tmp_path: Path, item: int) -> None:
+    """Only the open chain's appends are stored; each closed one left a ``closed`` row, and
+    the large values of its appends went with them."""
+    path = tmp_path / "chat.db"
+    _run_chat(path, item)
+    n_chunks = STEPS // CHUNK_EVERY
+    assert _kinds(path) == {  # (the input sets the list; each step appends a message)
+        "set": 1, "chunk": n_chunks, "closed": n_chunks,
+        "append": STEPS - n_chunks * CHUNK_EVERY,
+    }  # fmt: skip
+    conn = sqlite3.connect(path)
+    try:
+        [(blobs,)] = conn.execute("SELECT count(*) FROM gf_blobs").fetchall()
+        [(used,)] = conn.execute(
+            "SELECT count(*) FROM gf_channels WHERE blob_id IS NOT NULL"
+        ).fetchall()
+    finally:
+        conn.close()
+    appends = STEPS - n_chunks * CHUNK_EVERY
+    assert blobs == used == n_chunks + (appends if item > 900 else 0)
+    cp = SqliteCheckpointer(path)
+    try:
+        graph = chat_loop(STEPS, item).compile(checkpointer=cp, evidence=False)
+        for snap in graph.get_state_history("t"):  # folded chains read from their chunk
+            n = len(snap.values["messages"])
+            assert snap.values["messages"] == [_message(i, item) for i in range(n)]
+    finally:
+        anyio.run(cp.close)
 
 
 def _bytes_of_one() -> bytes:

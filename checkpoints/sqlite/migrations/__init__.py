@@ -5,8 +5,8 @@ applied in order, each recorded in the file's one ledger table (``ledger``). A f
 either fully migrated or left as it was: ``apply`` runs inside the caller's write
 transaction, and a migration must not commit.
 
-Adding one (say a new table): write ``m0007_NAME.py`` beside the others with ``NAME =
-"0007_NAME"`` and ``def migrate(db: Database) -> None`` (a ``sqlite_utils.Database`` on the
+Adding one (say a new table): write ``m0008_NAME.py`` beside the others with ``NAME =
+"0008_NAME"`` and ``def migrate(db: Database) -> None`` (a ``sqlite_utils.Database`` on the
 open connection; ``db.execute`` runs SQL), and append it to ``MIGRATIONS``. Nothing else:
 ``SCHEMA_VERSION`` follows, files of older versions migrate on their next write access, and
 the rows' codecs and reads of the new table go in ``rows`` and ``reads`` (a table whose rows
@@ -33,6 +33,7 @@ from checkpoints.sqlite.migrations import (
     m0004_paging,
     m0005_compact,
     m0006_newest,
+    m0007_folded_chains,
 )
 
 __all__ = ["MIGRATIONS", "SCHEMA_VERSION", "apply", "pending"]
@@ -49,6 +50,7 @@ MIGRATIONS: tuple[Migration, ...] = (
     (m0004_paging.NAME, m0004_paging.migrate),
     (m0005_compact.NAME, m0005_compact.migrate),
     (m0006_newest.NAME, m0006_newest.migrate),
+    (m0007_folded_chains.NAME, m0007_folded_chains.migrate),
 )
 """Every migration, oldest first. Append only."""
 
