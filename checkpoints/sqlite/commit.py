@@ -204,9 +204,11 @@ def commit(
     # Rows as stored (blob_id, the next to last column, is set for a large value, spilled to
     # gf_blobs inside the transaction); ``large`` lists their indexes.
     chans = []
+    folds = []  # chunk writes: their chains are folded in the transaction
     for c, blob in enc.channels:
         if c.kind == "chunk":  # (the rows it copies are immutable: read before the lock)
             blob = reads.chunk_blob(conn, thread_id, ns, c)
+            folds.append(c)
         base = c.version if c.kind != "append" or c.base is None else c.base
         chans.append((thread_id, ns, c.channel, c.version, c.kind, base, bytearray(blob),
                       checks.channel_crc(thread_id, ns, c.channel, c.version, c.kind, base,
@@ -239,7 +241,7 @@ def commit(
     if batch.check_head:
         params["expected"] = batch.expected_head
     _write(conn, txn(conn, batch.durable, enc.nbytes), thread_id, owner, batch, sql, params, tasks,
-           memos, ck_row, chans, large, pauses, enc)  # fmt: skip
+           memos, ck_row, chans, large, folds, pauses, enc)  # fmt: skip
 
 
 def _fenced_before_values(
@@ -273,6 +275,7 @@ def _write(
     ck_row: Any,
     chans: list[Any],
     large: list[int],
+    folds: list[ChannelWrite],
     pauses: list[Any],
     enc: EncodedBatch,
 ) -> None:
@@ -312,9 +315,8 @@ def _write(
                 conn.execute(INSERT_CHANNEL, chans[0])
             elif chans:
                 conn.executemany(INSERT_CHANNEL, chans)
-            for c, _ in enc.channels:
-                if c.kind == "chunk":
-                    fold_chain(conn, thread_id, batch.ns, c)
+            for c in folds:
+                fold_chain(conn, thread_id, batch.ns, c)
         if pauses:
             conn.executemany(UPSERT_PAUSE, pauses)
         if enc.answers:
