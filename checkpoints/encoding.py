@@ -16,7 +16,7 @@ from typing import Any
 
 from checkpoints import serde
 from checkpoints.batch import CommitBatch
-from checkpoints.errors import CorruptCheckpointError, SerializationError
+from checkpoints.errors import CorruptCheckpointError, SerializationError, damaged
 from checkpoints.models import (
     AnswerRecord,
     ChannelWrite,
@@ -115,7 +115,7 @@ def frontier_entry(entry: list[Any]) -> TaskSpec:
 
 def missing_channel(thread_id: str, channel: str, version: int) -> CorruptCheckpointError:
     """The error for a channel value a checkpoint refers to but the store does not have."""
-    return CorruptCheckpointError(
+    return damaged(
         f"thread {thread_id!r}: stored value of channel {channel!r} at version {version} is "
         "missing",
         thread_id=thread_id,

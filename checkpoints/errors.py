@@ -17,6 +17,8 @@ The tree (one root for the package; ``checkpoints`` cannot import graphflow's ro
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 
 class CheckpointError(Exception):
     """Root of every error raised by the ``checkpoints`` package."""
@@ -134,12 +136,34 @@ class ReadOnlyStoreError(StorePathError):
 
 
 # -- factories of the errors both backends raise alike --------------------------------------
+RESTORE = "restore the store from a backup"
+"""What to do about a store's record that is missing or damaged (every such error says it)."""
+
+
+def damaged(
+    message: str, *, thread_id: str | None = None, checkpoint_id: str | None = None
+) -> CorruptCheckpointError:
+    """A stored record that is missing or not what was written: ``message``, and ``RESTORE``."""
+    return CorruptCheckpointError(
+        f"{message}; {RESTORE}", thread_id=thread_id, checkpoint_id=checkpoint_id
+    )
 
 
 def head_missing(thread_id: str, head: str | None) -> CorruptCheckpointError:
     """A thread whose head checkpoint is not stored (never taken for a new thread)."""
-    return CorruptCheckpointError(
+    return damaged(
         f"thread {thread_id!r}: head checkpoint {head!r} is missing",
+        thread_id=thread_id,
+        checkpoint_id=head,
+    )
+
+
+def pauses_missing(
+    thread_id: str, missing: Sequence[str], head: str | None
+) -> CorruptCheckpointError:
+    """A thread whose pending pauses (as its row lists them) are not all stored."""
+    return damaged(
+        f"thread {thread_id!r}: pending pause records {sorted(missing)} are missing",
         thread_id=thread_id,
         checkpoint_id=head,
     )
@@ -147,6 +171,6 @@ def head_missing(thread_id: str, head: str | None) -> CorruptCheckpointError:
 
 def never_claimed(thread_id: str, call_id: str) -> CorruptCheckpointError:
     """An outcome recorded for a tool call that has no claim."""
-    return CorruptCheckpointError(
+    return damaged(
         f"tool call {call_id!r} of thread {thread_id!r} was never claimed", thread_id=thread_id
     )

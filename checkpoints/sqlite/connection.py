@@ -311,6 +311,6 @@ class Connection:
             return e
         who = f"thread {thread_id!r}: " if thread_id is not None else ""
         return CorruptCheckpointError(
-            f"{who}checkpoint store {path!r} is damaged ({e}); restore it from a backup",
+            f"{who}checkpoint store {path!r} is damaged ({e}); restore the store from a backup",
             thread_id=thread_id,
         )

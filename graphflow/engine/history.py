@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from checkpoints.base import Checkpointer
-from checkpoints.errors import CorruptCheckpointError, head_missing
+from checkpoints.errors import head_missing, pauses_missing
 from checkpoints.models import (
     AnswerRecord,
     CheckpointId,
@@ -97,11 +97,7 @@ async def read_shared(
     }
     missing = sorted(set(th.pending_pause_ids) - {p.id for p in pauses})
     if missing:
-        raise CorruptCheckpointError(
-            f"thread {tid!r}: pending pause records {missing} are missing",
-            thread_id=tid,
-            checkpoint_id=th.head,
-        )
+        raise pauses_missing(tid, missing, th.head)
     return reads, cks
 
 

@@ -14,7 +14,7 @@ import dataclasses
 from collections.abc import Iterator
 
 from checkpoints.base import Checkpointer
-from checkpoints.errors import CorruptCheckpointError
+from checkpoints.errors import RESTORE, CorruptCheckpointError
 from checkpoints.models import CheckpointId, CheckpointRecord, MemoRecord, TaskRecord
 
 
@@ -29,7 +29,9 @@ def naming(thread_id: str, checkpoint_id: str | None = None) -> Iterator[None]:
             raise
         msg = str(e) if named else f"thread {thread_id!r}: {e}"
         if e.checkpoint_id is None and checkpoint_id is not None:
-            msg += f" (checkpoint {checkpoint_id!r})"
+            head, hint, tail = msg.rpartition(f"; {RESTORE}")  # (the checkpoint goes first)
+            at = f" (checkpoint {checkpoint_id!r})"
+            msg = f"{head}{at}{hint}{tail}" if hint else msg + at
         raise CorruptCheckpointError(
             msg, thread_id=thread_id, checkpoint_id=e.checkpoint_id or checkpoint_id
         ) from e

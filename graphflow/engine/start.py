@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections.abc import Collection, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
-from checkpoints.errors import CorruptCheckpointError
+from checkpoints.errors import pauses_missing
 from checkpoints.models import (
     AnswerRecord,
     ChannelWrite,
@@ -152,11 +152,7 @@ async def take_answers(
         records = await run.store.get_pauses(run.thread_id, [PauseId(p) for p in pending_ids])
     missing = sorted(set(pending_ids) - {p.id for p in records})
     if missing:
-        raise CorruptCheckpointError(
-            f"thread {run.thread_id!r}: pending pause records {missing} are missing",
-            thread_id=run.thread_id,
-            checkpoint_id=run.thread.head,
-        )
+        raise pauses_missing(run.thread_id, missing, run.thread.head)
     pending = {p.id: p for p in records}
     run.known_pauses.update(pending)
     found = answers.resolve(

@@ -6,7 +6,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from checkpoints.base import Checkpointer
-from checkpoints.errors import CorruptCheckpointError, head_missing
+from checkpoints.errors import damaged, head_missing
 from checkpoints.models import CheckpointId, CheckpointRecord, TaskSpec, ThreadRecord
 from graphflow.engine import plan
 from graphflow.errors import InvalidArgumentError
@@ -97,7 +97,7 @@ async def writers(
         if ck.parent_id is not None and ck.source != "input":
             parent = await store.get_checkpoint(tid, ck.ns, ck.parent_id)
             if parent is None:
-                raise CorruptCheckpointError(
+                raise damaged(
                     f"thread {tid!r}: checkpoint {ck.parent_id!r}, the parent of "
                     f"{ck.id!r}, is missing",
                     thread_id=tid,

@@ -7,8 +7,8 @@ completed dispatch) and a finished thread. For every table, row and column, a co
 file gets one damage: a flipped byte (two positions of each value, chosen the same way every
 run), NULL, text, or the value of another row of the table, swapped. Then every read of
 the protocol runs on the copy; each must return exactly what it returns on the undamaged
-file, or raise ``CorruptCheckpointError``. Any other outcome is counted and reported:
-there must be none.
+file, or raise ``CorruptCheckpointError`` saying what to do (``RESTORE``). Any other
+outcome is counted and reported: there must be none.
 """
 
 from __future__ import annotations
@@ -42,6 +42,7 @@ from checkpoints import (
     ThreadUpdate,
 )
 from checkpoints.blocking import inline_io
+from checkpoints.errors import RESTORE
 from checkpoints.models import (
     CallId,
     CheckpointId,
@@ -334,6 +335,8 @@ def test_every_damaged_cell_is_detected_or_harmless(
                 ):
                     if isinstance(got, CorruptCheckpointError):
                         seen = True
+                        if RESTORE not in str(got):
+                            problems.append(f"{what} -> {read}: says not what to do: {got}")
                     elif isinstance(got, Exception):
                         problems.append(f"{what} -> {read}: {type(got).__name__}: {got}")
                     elif comparable(got) != want:

@@ -39,7 +39,7 @@ class Ledger:
 def damaged(path: str, detail: str) -> CorruptCheckpointError:
     """The error for migration records that contradict each other."""
     return CorruptCheckpointError(
-        f"checkpoint store {path!r} is damaged ({detail}); restore it from a backup"
+        f"checkpoint store {path!r} is damaged ({detail}); restore the store from a backup"
     )
 
 
@@ -104,7 +104,7 @@ def _without_ledger(tables: list[str], path: str) -> Ledger:
     if ours:
         raise CorruptCheckpointError(
             f"checkpoint store {path!r} is damaged (its schema records are missing, its "
-            f"tables {ours} are not); restore it from a backup"
+            f"tables {ours} are not); restore the store from a backup"
         )
     shown = ", ".join(tables[:5]) + (", ..." if len(tables) > 5 else "")
     raise not_a_store(path, f"it is an SQLite database with other tables ({shown})")
