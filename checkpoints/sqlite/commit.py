@@ -205,10 +205,12 @@ def commit(
     # gf_blobs inside the transaction); ``large`` lists their indexes.
     chans = []
     folds = []  # chunk writes: their chains are folded in the transaction
+    chunked = 0  # (the bytes of their chunks, which ``enc`` does not count)
     for c, blob in enc.channels:
         if c.kind == "chunk":  # (the rows it copies are immutable: read before the lock)
             blob = reads.chunk_blob(conn, thread_id, ns, c)
             folds.append(c)
+            chunked += len(blob)
         base = c.version if c.kind != "append" or c.base is None else c.base
         chans.append((thread_id, ns, c.channel, c.version, c.kind, base, bytearray(blob),
                       checks.channel_crc(thread_id, ns, c.channel, c.version, c.kind, base,
@@ -240,7 +242,8 @@ def commit(
         params["lease_crc"] = None  # (the CASE keeps the row's)
     if batch.check_head:
         params["expected"] = batch.expected_head
-    _write(conn, txn(conn, batch.durable, enc.nbytes), thread_id, owner, batch, sql, params, tasks,
+    size = enc.nbytes if not chunked else lambda: enc.nbytes() + chunked
+    _write(conn, txn(conn, batch.durable, size), thread_id, owner, batch, sql, params, tasks,
            memos, ck_row, chans, large, folds, pauses, enc)  # fmt: skip
 
 

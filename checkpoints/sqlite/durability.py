@@ -12,8 +12,10 @@
 - **Room in the WAL** (``wal``): under the write lock, a new WAL and every durable commit
   keep zeros written ahead of the WAL's end, so commits overwrite the file rather than grow
   it (an fsync then skips a filesystem-journal commit).
+- **A large commit's checkpoint left to the next commit** (``commit``): the pages of a
+  list channel's chunk and the checkpoint they would start are written by two commits.
 
-``tuned=False`` turns the last three off (every write is a plain transaction at the
+``tuned=False`` turns the last four off (every write is a plain transaction at the
 configured level, no room is kept): the baseline the tuning is measured against (W4, W5
 resume a thread per process; W1 commits a step per fsync).
 """
@@ -77,6 +79,12 @@ commit that triggers it pays it: at 1,000 those commits were the slowest steps o
 chat loop (3-4 ms, 10-17x the median step), at 250 they are no longer
 (``benchmarks/chat_history.py``; W1's per-step cost did not change)."""
 
+LARGE_COMMIT_BYTES = 1 << 16
+"""A durable commit of a thread writing at least this many bytes of values (16 pages: a
+chunk of a long list channel, ``checkpoints.chunks``) leaves the automatic checkpoint that it
+would start to the next commit (``commit``): the two costliest writes of a long chat loop
+then land on two steps, not one (``benchmarks/chat_history.py``)."""
+
 RELAXED_MAX_BYTES = 1 << 18
 """An input commit larger than this (in serialized values) is never run at ``OFF``: at
 most ~80 pages, far below the ``AUTOCHECKPOINT_PAGES`` that would start SQLite's automatic
@@ -118,6 +126,7 @@ class Durability:
         """A descriptor on the WAL while the connection is open (see ``wal``)."""
         self._conn: sqlite3.Connection | None = None
         self._level = self.synchronous
+        self._deferred = False  # (the last durable commit left its checkpoint to the next)
 
     # -- the connection's life -------------------------------------------------------------
     def configure(self, conn: sqlite3.Connection) -> None:
@@ -181,6 +190,34 @@ class Durability:
             return self.relaxed(conn)  # (which looks again, under the write lock)
         self.ensure(False)
         return Txn(conn)
+
+    def commit(
+        self, conn: sqlite3.Connection, durable: bool, size: Callable[[], int]
+    ) -> AbstractContextManager[None]:
+        """A thread's commit: ``write``'s transaction; a large durable one (``size()`` at
+        least ``LARGE_COMMIT_BYTES``) runs with SQLite's automatic checkpoint off, so that
+        the checkpoint its pages would start is made by the next commit instead. Never two
+        in a row: a run of large commits still checkpoints at every other one."""
+        txn = self.write(conn, durable, size)
+        if not (durable and self.tuned):
+            return txn
+        if self._deferred or size() < LARGE_COMMIT_BYTES:
+            self._deferred = False
+            return txn
+        self._deferred = True
+        return self._checkpoint_after(conn, txn)
+
+    @contextlib.contextmanager
+    def _checkpoint_after(
+        self, conn: sqlite3.Connection, txn: AbstractContextManager[None]
+    ) -> Iterator[None]:
+        conn.execute("PRAGMA wal_autocheckpoint=0")
+        try:
+            with txn:
+                yield
+        finally:
+            with contextlib.suppress(sqlite3.Error):  # (configure sets it on a new connection)
+                conn.execute(f"PRAGMA wal_autocheckpoint={AUTOCHECKPOINT_PAGES}")
 
     def relaxed(self, conn: sqlite3.Connection) -> AbstractContextManager[None]:
         """A write transaction that need not wait for an fsync: a lease alone, or a small

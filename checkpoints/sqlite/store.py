@@ -222,7 +222,7 @@ class SqliteCheckpointer(SqliteRunnable):
             thread_id,
             lambda conn, txn: commit.commit(conn, thread_id, owner, batch, txn),
             batch.durable,
-            self._durability.write,
+            self._durability.commit,
         )
 
     async def get_checkpoint(
