@@ -32,7 +32,7 @@ def _version(ctx: click.Context, _param: click.Parameter, value: bool) -> None:
 def _failure(ctx: click.Context, error: Exception) -> CliError:
     """The ``CliError`` of an error raised by graphflow, the store or a bug (any other
     exception: still one line, with its type)."""
-    from checkpoints.errors import CheckpointError, CorruptCheckpointError
+    from checkpoints.errors import RESTORE, CheckpointError, CorruptCheckpointError
     from graphflow.errors import GraphflowError, ThreadNotFoundError, UnknownPauseError
 
     if isinstance(error, ThreadNotFoundError):
@@ -46,7 +46,11 @@ def _failure(ctx: click.Context, error: Exception) -> CliError:
     hint = _command_hint(error)
     if hint is not None:
         return CliError(hint)
-    if isinstance(error, CorruptCheckpointError) and ctx.meta.get("graphflow.store_view"):
+    if (
+        isinstance(error, CorruptCheckpointError)
+        and ctx.meta.get("graphflow.store_view")
+        and RESTORE not in str(error)  # (damage: the graph's code would not read it either)
+    ):
         return CliError(
             f"{error}; this was read without the graph's code: if the state holds types of "
             "the graph's own, pass --graph MODULE:ATTR"

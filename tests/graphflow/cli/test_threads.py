@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import sqlite3
 
 from graphflow.types import ToolConfirmationRequest
 
@@ -219,6 +220,19 @@ def test_a_type_of_the_graph_read_without_it_says_to_pass_it(cli: Cli) -> None:
     with_graph = cli.sub("show", "t", "--graph", "typed:graph", "--json")
     assert with_graph.code == 0
     assert json.loads(with_graph.stdout)["values"]["item"] == {"name": "x"}
+
+
+def test_a_damaged_store_says_to_restore_it_and_not_to_pass_the_graph(cli: Cli) -> None:
+    cli.start("t1")
+    conn = sqlite3.connect(cli.db)
+    with conn:
+        conn.execute("DELETE FROM gf_pauses")
+    conn.close()
+    for command in (["pauses", "t1"], ["show", "t1"]):
+        got = cli(*command, "--json")
+        assert got.code == 1 and got.stdout == "", command
+        assert got.error.endswith("restore the store from a backup"), got.error
+        assert "--graph" not in got.error and "\n" not in got.error.strip()
 
 
 def test_pauses_and_show_agree_that_an_approved_call_is_answered(cli: Cli) -> None:
