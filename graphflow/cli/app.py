@@ -8,6 +8,7 @@ errors that click finds are printed on one line as well, instead of click's usag
 from __future__ import annotations
 
 import errno
+import re
 import sys
 from collections.abc import Sequence
 from typing import Any
@@ -64,7 +65,10 @@ def _command_hint(error: Exception) -> str | None:
     """The message of an error whose own says what to call in Python, saying which command
     to run instead (None: its own message serves)."""
     from graphflow.errors import NodeError, ThreadPausedError
+    from graphflow.evidence import EvidenceError
 
+    if isinstance(error, EvidenceError) and "run verify" in str(error):
+        return re.sub(r"run verify(\(\))?", "run `graphflow verify`", str(error))
     if isinstance(error, ThreadPausedError):
         t = error.thread_id
         return (

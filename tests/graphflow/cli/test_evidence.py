@@ -138,6 +138,20 @@ def test_verify_an_edited_log_is_exit_3_naming_seq_and_kind(cli: Cli) -> None:
     assert all(p["detail"] for p in problems)
 
 
+def test_audit_of_a_damaged_event_says_which_command_shows_what_changed(cli: Cli) -> None:
+    approved(cli)
+    db = sqlite3.connect(evidence_path(cli), isolation_level=None)
+    try:
+        db.execute("DROP TRIGGER IF EXISTS evidence_events_no_update")
+        db.execute("UPDATE evidence_events SET body = substr(body, 1, 20) WHERE seq = 2")
+    finally:
+        db.close()
+    got = cli("audit", "t1")
+    assert got.code == 1 and got.stdout == ""
+    assert "seq 2 is damaged" in got.error and "run `graphflow verify`" in got.error
+    assert "verify()" not in got.error
+
+
 def test_verify_a_truncated_log_against_the_expected_head_is_exit_3(cli: Cli) -> None:
     approved(cli)
     head = cli("verify", "--json").json()["head"]
