@@ -18,18 +18,21 @@ import anyio
 from checkpoints.base import Checkpointer, check_listing
 from checkpoints.errors import CorruptCheckpointError
 from checkpoints.models import DecisionRecord, ThreadId, ThreadInfo, ThreadStatus
-from graphflow import _sync, builder
+from graphflow import _sync, arguments, builder
 from graphflow.audit import AuditEntry, audit, check_evidence, open_existing, resolve_log
 from graphflow.drawing import draw_mermaid
 from graphflow.engine import answers, history, threads, update
 from graphflow.engine.execute import execute
-from graphflow.engine.pauses import UNSET, principal_name
+from graphflow.engine.pauses import UNSET
 from graphflow.errors import InvalidArgumentError, ThreadNotFoundError
 from graphflow.evidence import EvidenceLog
 from graphflow.spec import GraphSpec
 from graphflow.types import Event, Pause, RunResult, StateSnapshot, StreamMode
 
 STREAM_MODES: tuple[str, ...] = get_args(StreamMode)
+
+
+NO_THREAD: Any = object()  # (``_ready`` of a call that names no thread)
 
 
 class CompiledGraph:
@@ -74,8 +77,10 @@ class CompiledGraph:
         return self.spec.name
 
     # -- helpers ------------------------------------------------------------------------------
-    async def _ready(self, thread_id: str | None = None) -> Checkpointer:
-        """The store, set up; a damaged file's error names the thread asked about."""
+    async def _ready(self, thread_id: Any = NO_THREAD) -> Checkpointer:
+        """The store, set up; a damaged file's error names the thread asked about (checked
+        first: ``arguments.thread_id``)."""
+        thread_id = None if thread_id is NO_THREAD else arguments.thread_id(thread_id)
         store = self.checkpointer
         if store is None:
             raise InvalidArgumentError(
@@ -98,16 +103,7 @@ class CompiledGraph:
             if self.checkpointer is not None:
                 raise InvalidArgumentError("thread_id is required when a checkpointer is set")
             return f"run-{uuid.uuid4().hex}"
-        if not isinstance(thread_id, str) or not thread_id:
-            raise InvalidArgumentError(f"thread_id must be a non-empty string, not {thread_id!r}")
-        try:
-            thread_id.encode("utf-8")
-        except UnicodeEncodeError:
-            raise InvalidArgumentError(
-                f"thread_id {thread_id!r} is not valid text (it holds a lone surrogate); "
-                "use a printable string"
-            ) from None
-        return thread_id
+        return arguments.thread_id(thread_id)
 
     @staticmethod
     def _check_limit(recursion_limit: Any) -> int:
@@ -152,6 +148,7 @@ class CompiledGraph:
         mode: StreamMode = "values",
     ) -> RunResult:
         tid = self._thread_id(thread_id)
+        arguments.principal(principal)
         checked = answers.check_decisions(decisions)
         limit = self._check_limit(recursion_limit)
         store = await self._ready(tid) if self.checkpointer is not None else None
@@ -260,6 +257,7 @@ class CompiledGraph:
         is recorded (``list_decisions``).
         """
         checked = answers.check_decisions(decisions)
+        arguments.principal(by)
         store = await self._ready(thread_id)
         return await threads.submit(
             store,
@@ -267,7 +265,7 @@ class CompiledGraph:
             decisions=checked,
             resume=resume,
             by=by,
-            reason=reason,
+            reason=arguments.text("reason", reason),
             evidence=self.evidence,
         )
 
@@ -284,8 +282,8 @@ class CompiledGraph:
             self.spec,
             store,
             thread_id,
-            reason=reason,
-            by=principal_name(by),
+            reason=arguments.required_text("reason", reason),
+            by=arguments.actor(by),
             evidence=self.evidence,
         )
 
@@ -298,8 +296,8 @@ class CompiledGraph:
             self.spec,
             store,
             thread_id,
-            by=principal_name(by),
-            reason=reason,
+            by=arguments.actor(by),
+            reason=arguments.required_text("reason", reason),
             evidence=self.evidence,
         )
 
@@ -310,8 +308,8 @@ class CompiledGraph:
             self.spec,
             store,
             thread_id,
-            by=principal_name(by),
-            reason=reason,
+            by=arguments.actor(by),
+            reason=arguments.required_text("reason", reason),
             evidence=self.evidence,
         )
 
@@ -320,7 +318,7 @@ class CompiledGraph:
         """The thread's audit trail from the evidence log, in order (``AuditEntry``:
         proposal -> policy -> pause -> decision -> dispatch -> result, each with its
         checkpoint and pause id; decisions that did not apply with their reason)."""
-        log = self.evidence
+        log, thread_id = self.evidence, arguments.thread_id(thread_id)
         if log is None:
             raise InvalidArgumentError(
                 "this graph keeps no evidence (compile(evidence=False)): there is no trail"

@@ -101,8 +101,10 @@ def audit_command(
     Every proposal, policy decision, pause, decision, dispatch and result, in order, each
     with its checkpoint and pause ids; a decision that did not apply says why. Events the
     thread kept while the log was not writable are written first."""
+    from graphflow import arguments
     from graphflow.cli import load
 
+    arguments.thread_id(thread)
     path = existing_database(ctx, db)
     ctx.meta["graphflow.db"] = path
     graph = load.store_graph(path, graph_ref)

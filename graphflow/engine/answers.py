@@ -33,6 +33,7 @@ from typing import Any
 
 from checkpoints import serde
 from checkpoints.models import AnswerRecord, DecisionRecord, PauseId, PauseRecord, ThreadId
+from graphflow import arguments
 from graphflow.decisions import Decision
 from graphflow.engine.confirmations import match, request_of
 from graphflow.engine.pauses import GATE_KINDS, UNSET, looks_like_pause_id
@@ -79,7 +80,9 @@ def check_decisions(decisions: Any) -> dict[str, Decision]:
                 "come from its Principal (Decision.approve(by=Principal(...))) or from the "
                 "agent's AccessControl assignments"
             )
-        out[key] = Decision.coerce(value)
+        out[key] = d = Decision.coerce(value)
+        arguments.text(f"decision {key!r}: by", d.by)
+        arguments.text(f"decision {key!r}: reason", d.reason)
     return out
 
 
