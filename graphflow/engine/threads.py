@@ -266,10 +266,12 @@ async def _mark(
     event: Callable[[str], EventDraft],
 ) -> None:
     """Commit a copy of the head whose metadata says what happened, with the thread's new
-    status, under the thread's lease (one transaction, which also gives it up); its
-    evidence ``event`` (of the new checkpoint's id) is written once the lease is held,
-    or kept in the commit's outbox when the log cannot be written (an incident response
-    never waits on the log)."""
+    status, under the thread's lease (one transaction, which also gives it up). Its evidence
+    ``event`` (of the new checkpoint's id) is committed in that transaction, in the commit's
+    outbox, and written to the log once it is committed: the log never holds the event of a
+    change the store refused, and an event the log cannot take now stays in the outbox (an
+    incident response never waits on the log), written when the thread is next run or
+    audited."""
     tid = th.thread_id
     ck_id = new_checkpoint_id()
     ck = head.child(ck_id, "update", step=head.step, frontier=head.frontier, metadata=metadata)
@@ -283,7 +285,6 @@ async def _mark(
     ttl = spec.lease_ttl
     async with lease.held(store, tid, committer.owner, ttl, lambda: committer.released):
         witness.add(f"mark:{ck_id}", event(ck_id))
-        await witness.flush()
         batch = CommitBatch.step(
             ck,
             [],
@@ -294,3 +295,4 @@ async def _mark(
             check_head=True,
         )
         await committer.commit(batch, last=True)
+    await witness.flush()  # (once it is committed; else it stays in the outbox)

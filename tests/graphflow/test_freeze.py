@@ -4,11 +4,12 @@ decision, and unfreezing gives it back exactly as it was, its pending step inclu
 from __future__ import annotations
 
 import operator
+from pathlib import Path
 from typing import Annotated, Any, TypedDict
 
 import pytest
 
-from checkpoints import Checkpointer
+from checkpoints import Checkpointer, CommitBatch, SerializationError, SqliteCheckpointer
 from graphflow import (
     END,
     START,
@@ -19,6 +20,8 @@ from graphflow import (
     ThreadNotFoundError,
     interrupt,
 )
+from graphflow.compiled import CompiledGraph
+from graphflow.evidence import EvidenceLog
 
 
 class S(TypedDict, total=False):
@@ -104,3 +107,47 @@ def test_bad_freeze_calls_are_refused(store: Checkpointer) -> None:
     g.invoke({}, thread_id="t")
     with pytest.raises(InvalidArgumentError, match="not frozen"):
         g.unfreeze("t", by="secops", reason="x")
+
+
+class Refusing(SqliteCheckpointer):
+    """A store that refuses the commit that would mark the thread (a full disk, say)."""
+
+    async def commit(self, thread_id: Any, owner: str, batch: CommitBatch) -> None:
+        if batch.checkpoint is not None and batch.checkpoint.source == "update":
+            raise SerializationError("the disk is full (a refusal of this test)")
+        await super().commit(thread_id, owner, batch)
+
+
+def on_log(store: Checkpointer, log: EvidenceLog) -> Any:
+    """``fan`` on ``store``, writing its evidence to ``log``."""
+    g = fan(store, [])
+    return CompiledGraph(g.spec, g.checkpointer, evidence=log)
+
+
+def stages(log: EvidenceLog, thread: str) -> list[str]:
+    return [str(r.event["extensions"]["graphflow"]["stage"]) for r in log.events(thread)]
+
+
+@pytest.mark.parametrize("verb", ["cancel", "freeze"])
+def test_a_mark_the_store_refuses_leaves_no_event(tmp_path: Path, verb: str) -> None:
+    log = EvidenceLog(tmp_path / "x.evidence.db")
+    graph = on_log(Refusing(tmp_path / "x.db"), log)
+    assert graph.invoke({}, thread_id="t").status == "paused"
+    before = stages(log, "t")
+    with pytest.raises(SerializationError):
+        getattr(graph, verb)("t", reason="incident", by="secops")
+    assert stages(log, "t") == before  # no event of a change that did not happen
+    assert status(graph) == "paused"
+
+
+def test_a_freeze_while_the_log_is_read_only_is_written_when_audited(
+    tmp_path: Path, read_only: Any
+) -> None:
+    log = EvidenceLog(tmp_path / "x.evidence.db")
+    graph = on_log(SqliteCheckpointer(tmp_path / "x.db"), log)
+    assert graph.invoke({}, thread_id="t").status == "paused"
+    with read_only(tmp_path / "x.evidence.db"):
+        graph.freeze("t", reason="incident", by="secops")  # never waits on the log
+        assert status(graph) == "frozen" and "frozen" not in stages(log, "t")
+    graph.audit("t")  # what the outbox kept is written now
+    assert stages(log, "t")[-1] == "frozen" and log.verify().ok
