@@ -64,11 +64,17 @@ def _failure(ctx: click.Context, error: Exception) -> CliError:
 def _command_hint(error: Exception) -> str | None:
     """The message of an error whose own says what to call in Python, saying which command
     to run instead (None: its own message serves)."""
-    from graphflow.errors import NodeError, ThreadPausedError
+    from graphflow.errors import NodeError, ThreadFrozenError, ThreadPausedError
     from graphflow.evidence import EvidenceError
 
     if isinstance(error, EvidenceError) and "run verify" in str(error):
         return re.sub(r"run verify(\(\))?", "run `graphflow verify`", str(error))
+    if isinstance(error, ThreadFrozenError):
+        why = f" ({error.reason})" if error.reason else ""
+        return (
+            f"thread {error.thread_id!r} is frozen{why}: nothing runs and no decision applies "
+            f"until `graphflow unfreeze {error.thread_id} --reason TEXT`"
+        )
     if isinstance(error, ThreadPausedError):
         t = error.thread_id
         return (

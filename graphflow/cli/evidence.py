@@ -43,6 +43,9 @@ _evidence_option = click.option(
 
 def evidence_file(ctx: click.Context, db: str | None, given: str | None) -> str:
     """The evidence log's path: ``given``, else the file beside the command's database."""
+    if given == "":
+        raise Usage("--evidence '' names no file: pass the evidence log's path (or leave it "
+                    "out: the log beside the --db database)")  # fmt: skip
     if given:
         return given
     path = not_a_directory(database(ctx, db))

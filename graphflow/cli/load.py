@@ -92,6 +92,11 @@ def graph(ref: str) -> CompiledGraph:
         raise CliError(
             f"--graph {ref!r}: importing {module_name!r} failed: {type(e).__name__}: {e}"
         ) from None
+    except SystemExit as e:  # (its exit code would pass for one of ours: 3 is "tampered")
+        raise CliError(
+            f"--graph {ref!r}: importing {module_name!r} failed: it called sys.exit({e.code!r})"
+            "; a module a command imports must not exit"
+        ) from None
     value: Any = module
     for part in attribute.split("."):
         try:

@@ -193,6 +193,14 @@ def test_verify_takes_an_evidence_path(cli: Cli) -> None:
     assert cli("verify").code == 4  # the default one is gone
 
 
+def test_an_empty_evidence_path_is_a_usage_error(cli: Cli) -> None:
+    approved(cli)
+    for command in ("verify", "audit"):
+        args = [command, "--evidence", ""] + (["t1"] if command == "audit" else [])
+        got = cli(*args)
+        assert got.code == 2 and got.stdout == "" and "--evidence ''" in got.error, command
+
+
 def test_verify_of_a_missing_log_is_exit_4_and_creates_nothing(cli: Cli) -> None:
     got = cli("verify")
     assert got.code == 4 and "does not exist" in got.error
@@ -237,6 +245,8 @@ def test_freeze_stops_a_thread_until_unfreeze(cli: Cli) -> None:
     assert refused.code == 1 and "frozen" in refused.error
     blocked = cli("resume", "t1", "--graph", "flows:graph")
     assert blocked.code == 1 and "frozen" in blocked.error
+    for got in (refused, blocked):  # (the command that lifts it, not the Python call)
+        assert "`graphflow unfreeze t1 --reason TEXT`" in got.error and "graph." not in got.error
     assert cli("pauses", "t1", "--json").json()[0]["answered"] is False
     thawed = cli("unfreeze", "t1", "--reason", "cleared", "--by", "secops", "--json")
     assert thawed.code == 0 and thawed.json()["status"] == "paused"  # (the thread's, now)

@@ -112,6 +112,8 @@ def test_a_node_error_says_which_command_retries_it(cli: Cli) -> None:
          "--graph 'broken:graph': importing 'broken' failed: RuntimeError: boom"),
         ("broken:graph", "def f(:\n",
          "--graph 'broken:graph': importing 'broken' failed: SyntaxError:"),
+        ("broken:graph", "import sys\nsys.exit(3)\n",
+         "--graph 'broken:graph': importing 'broken' failed: it called sys.exit(3)"),
         ("flows:nothing", None,
          "--graph 'flows:nothing': module 'flows' has no attribute 'nothing'"),
         ("flows:uncompiled", None,
