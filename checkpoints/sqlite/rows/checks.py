@@ -17,7 +17,7 @@ import sqlite3
 import zlib
 from typing import Any
 
-from checkpoints import serde
+from checkpoints import errors, serde
 from checkpoints.errors import CorruptCheckpointError
 
 crc = serde.checksum
@@ -45,11 +45,11 @@ def _gf_channel_crc(*values: Any) -> int | None:
 def damaged(
     thread_id: str, checkpoint_id: str | None, what: str, detail: str
 ) -> CorruptCheckpointError:
-    """The error for a stored record that is not what was written."""
+    """The error for a stored record that is not what was written (``what``: a record, or
+    records, as ``pauses``)."""
     at = f" checkpoint {checkpoint_id!r}" if checkpoint_id is not None else ""
-    return CorruptCheckpointError(
-        f"thread {thread_id!r}{at}: stored {what} is damaged ({detail}); restore the store "
-        "from a backup",
+    return errors.damaged(
+        f"thread {thread_id!r}{at}: damage in the stored {what} ({detail})",
         thread_id=thread_id,
         checkpoint_id=checkpoint_id,
     )
