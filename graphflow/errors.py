@@ -172,10 +172,31 @@ class GraphMismatchError(GraphflowError):
     an earlier version of this one, with nodes since renamed). Nothing ran; the thread is as
     it was."""
 
-    def __init__(self, thread_id: str, nodes: Sequence[str]):
+    def __init__(
+        self,
+        thread_id: str,
+        nodes: Sequence[str],
+        *,
+        thread_graph: str | None = None,
+        graph: str | None = None,
+    ):
         self.thread_id = thread_id
         self.nodes = tuple(nodes)
+        self.thread_graph, self.graph = thread_graph, graph
         names = ", ".join(repr(n) for n in self.nodes)
+        if thread_graph is not None and graph is not None and not self.nodes:
+            super().__init__(
+                f"thread {thread_id!r} is of graph {thread_graph!r}, not {graph!r}: resume it "
+                f"with graph {thread_graph!r} (workers match threads by this name)"
+            )
+            return
+        if thread_graph is not None and graph is not None:
+            super().__init__(
+                f"thread {thread_id!r} is of graph {thread_graph!r} and waits on node {names}, "
+                f"which this graph ({graph!r}) does not have: resume it with graph "
+                f"{thread_graph!r}"
+            )
+            return
         super().__init__(
             f"thread {thread_id!r} waits on node {names}, which this graph does not have: "
             "another graph made it; resume it with that graph (give graphs names, "

@@ -181,8 +181,11 @@ async def _run(
         return await run.loop(fresh=True)
     assert head is not None and thread is not None
     unknown = sorted({t.node for t in head.frontier} - run.spec.nodes.keys())
-    if unknown:  # (before anything runs or is written: the thread stays as it was)
-        raise GraphMismatchError(run.thread_id, unknown)
+    named = thread.graph_name is not None and run.spec.name is not None
+    if unknown or (named and thread.graph_name != run.spec.name):  # (nothing runs or is written)
+        raise GraphMismatchError(
+            run.thread_id, unknown, thread_graph=thread.graph_name, graph=run.spec.name
+        )
     if forking:
         await start.fork(run, head)
         return await run.loop(fresh=True)

@@ -966,3 +966,28 @@ def test_a_thread_of_another_graph_is_refused_before_anything_runs(backend: Back
     assert [t.status for t in stranger.list_threads()] == ["paused"]
     done = backend.graph(ask_graph(calls)).invoke(None, thread_id="t", resume="yes")
     assert done.state.log == ["first", "ask:'yes'", "last"]
+
+
+def test_a_thread_of_another_named_graph_is_refused_naming_both(backend: Backend) -> None:
+    calls: Counter[str] = Counter()
+    backend.graph(ask_graph(calls), name="asker").invoke({}, thread_id="t")
+
+    def other() -> StateGraph:
+        b = StateGraph(State).add_node("elsewhere", logger("elsewhere", calls))
+        return b.add_edge(START, "elsewhere").add_edge("elsewhere", END)
+
+    with pytest.raises(GraphMismatchError) as e:
+        backend.graph(other, name="other").invoke(None, thread_id="t", resume="yes")
+    assert str(e.value) == (
+        "thread 't' is of graph 'asker' and waits on node 'ask', which this graph ('other') "
+        "does not have: resume it with graph 'asker'"
+    )
+    assert (e.value.thread_graph, e.value.graph) == ("asker", "other")
+    # A graph of another name with the thread's nodes: refused too, the name kept.
+    with pytest.raises(GraphMismatchError, match="is of graph 'asker', not 'asker2'"):
+        backend.graph(ask_graph(calls), name="asker2").invoke(None, thread_id="t", resume="y")
+    [info] = backend.graph(ask_graph(calls), name="asker").list_threads()
+    assert (info.graph_name, info.status) == ("asker", "paused")
+    assert calls == {"first": 1, "ask": 1}
+    done = backend.graph(ask_graph(calls), name="asker").invoke(None, thread_id="t", resume="y")
+    assert done.status == "done"
