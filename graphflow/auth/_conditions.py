@@ -349,6 +349,11 @@ def parse_condition(text: Any) -> Condition:
         )
     op = m.group("sym") or " ".join(m.group("word").split())
     raw = m.group("literal")
+    if m.group("sym") and raw[0] in "<>=!":  # ('args.amount >>> 1': a typo, not a literal)
+        raise InvalidArgumentError(
+            f"condition {text!r}: the literal {raw!r} starts with an operator's character; "
+            f"write one operator of {', '.join(OPERATORS)}, and quote a literal that is text"
+        )
     literal = _regex_literal(raw) if op == "matches" else parse_literal(raw, text)
     return make_condition(text, tuple(m.group("path").split(".")), op, literal)
 

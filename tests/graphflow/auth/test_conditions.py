@@ -140,8 +140,9 @@ def test_conditions_are_compiled_once() -> None:
 
 @pytest.mark.parametrize(
     "text",
-    ["args.x", "== 1", "args.x is 1", "args..x == 1", "args.x == [1, [2]]", "args.x in {a: 1}"],
-)
+    ["args.x", "== 1", "args.x is 1", "args..x == 1", "args.x == [1, [2]]", "args.x in {a: 1}",
+     "args.amount >>> 1", "args.x === 1", "args.x => 1", "args.x <> 1", "args.x == !1"],
+)  # fmt: skip
 def test_malformed_conditions(text: str) -> None:
     with pytest.raises(InvalidArgumentError, match="condition"):
         parse_condition(text)
