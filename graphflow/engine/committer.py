@@ -34,6 +34,7 @@ from checkpoints.models import (
     TaskId,
     TaskRecord,
     ThreadId,
+    ThreadRecord,
 )
 from graphflow.errors import ThreadBusyError
 
@@ -120,6 +121,17 @@ class Committer:
             await self.commit(batch, last=True)
             return True
         return False
+
+    async def mark_stopped(self, thread: ThreadRecord | None, graph_name: str | None) -> None:
+        """Leave a running thread ``paused`` with its pending work and no pending pause, and
+        give the lease up, best effort (its stream's reader went away: ``invoke(None)``
+        continues it)."""
+        if self.take_lease or self.released or thread is None or thread.status != "running":
+            return
+        batch = CommitBatch.stop("", ThreadUpdate("paused", (), graph_name))
+        with anyio.CancelScope(shield=True), contextlib.suppress(Exception):
+            await self.commit(batch, last=True)
+            thread.status = "paused"
 
     # -- decisions and dispatch -------------------------------------------------------------
     async def decisions(self, records: Sequence[DecisionRecord]) -> None:

@@ -33,9 +33,15 @@ class Emitter:
         self._loop_thread = threading.get_ident()
         self.token = anyio.lowlevel.current_token() if sink is not None else None
 
+    @property
+    def reader_gone(self) -> bool:
+        """Whether the stream's reader stopped reading (a ``break``, a Ctrl-C): the run stops
+        after the step it committed (``StreamClosed``)."""
+        return self.sink is not None and self.sink.statistics().open_receive_streams == 0
+
     def emit(self, type_: EventType, node: str | None, step: int | None, data: Any) -> None:
-        """Send one event (nothing without a stream)."""
-        if self.sink is None:
+        """Send one event (nothing without a stream, or once its reader is gone)."""
+        if self.sink is None or self.reader_gone:
             return
         event = Event(type_, node, step, data, self.thread_id)
         if threading.get_ident() == self._loop_thread:

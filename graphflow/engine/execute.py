@@ -23,7 +23,7 @@ from graphflow.decisions import Decision
 from graphflow.engine import lease, plan, start
 from graphflow.engine.committer import Committer
 from graphflow.engine.events import Emitter
-from graphflow.engine.outcomes import RunStopped
+from graphflow.engine.outcomes import RunStopped, StreamClosed
 from graphflow.engine.pauses import UNSET, principal_name
 from graphflow.engine.port import EngineFault
 from graphflow.engine.run import Run
@@ -94,7 +94,9 @@ async def execute(
         async with lease.held(store, tid, owner, ttl, lambda: committer.released):
             try:
                 return await _run(run, input, resume, checkpoint_id, point)
-            except (CorruptCheckpointError, RunStopped):
+            except (CorruptCheckpointError, RunStopped) as e:
+                if isinstance(e, StreamClosed):
+                    await committer.mark_stopped(run.thread, spec.name)
                 raise  # damage: write nothing more to the file; stopped: left running
             except Exception:
                 th = run.thread
@@ -102,6 +104,10 @@ async def execute(
                 if running and await committer.mark_failed(spec.name):
                     assert th is not None
                     th.status = "failed"
+                raise
+            except BaseException:  # (cancelled: by a stream's reader that went away, too)
+                if emitter.reader_gone:
+                    await committer.mark_stopped(run.thread, spec.name)
                 raise
     except EngineFault as fault:  # the engine's own storage failed while a node ran
         raise fault.error from fault.error.__cause__

@@ -98,6 +98,12 @@ class RunStopped(Exception):
         self.thread_id = thread_id
 
 
+class StreamClosed(RunStopped):
+    """A run ended between two steps because its stream's reader stopped reading: its last
+    step is committed and the thread is left ``paused`` with its pending work and no pending
+    pause, to be continued (``invoke(None)``)."""
+
+
 def never() -> bool:
     """The default ``Run.should_stop``: never."""
     return False

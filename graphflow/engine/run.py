@@ -29,7 +29,7 @@ from checkpoints.batch import CommitBatch, ThreadUpdate
 from checkpoints.models import TaskId, TaskRecord
 from graphflow.engine import plan, start, steps
 from graphflow.engine.context import NodeContext
-from graphflow.engine.outcomes import RunStopped, Writes
+from graphflow.engine.outcomes import RunStopped, StreamClosed, Writes
 from graphflow.engine.run_state import RunState
 from graphflow.engine.subgraph import child_inputs
 from graphflow.engine.tasks import TaskRunner
@@ -82,6 +82,8 @@ class Run(RunState):
                         await self.committer.commit(done, last=True)
                     th.status, th.pending_pause_ids = "done", ()
                 return self.done_result()
+            if count and self.parent is None and self.emitter.reader_gone:
+                raise StreamClosed(self.thread_id)  # (the stream's reader is gone)
             if count and self.parent is None and self.should_stop():
                 raise RunStopped(self.thread_id)  # between steps: the last one is committed
             count += 1
