@@ -34,7 +34,7 @@ from checkpoints.models import (
     TaskId,
     TaskRecord,
     ThreadId,
-    ThreadRecord,
+    ThreadStatus,
 )
 from graphflow.errors import ThreadBusyError
 
@@ -110,28 +110,22 @@ class Committer:
         await self.commit(CommitBatch.flush(ns, memos=[memo]))
 
     async def mark_failed(self, graph_name: str | None) -> bool:
-        """Leave the thread ``failed`` and give the lease up, best effort (after an error
-        that stopped the run); whether that was written. A run that never held the lease
-        (its first commit, which was to take it, did not happen) writes nothing: the thread
-        is another run's, which may have paused it meanwhile."""
+        """``leave`` the thread ``failed`` (after an error that stopped the run)."""
+        return await self.leave("failed", graph_name)
+
+    async def leave(self, status: ThreadStatus, graph_name: str | None) -> bool:
+        """Leave the thread ``status`` (``failed``; ``paused`` with its pending work and no
+        pending pause, when its stream's reader went away) and give the lease up, best
+        effort; whether that was written. A run that never held the lease (its first
+        commit, which was to take it, did not happen) writes nothing: the thread is another
+        run's, which may have paused it meanwhile."""
         if self.take_lease:
             return False
-        batch = CommitBatch.stop("", ThreadUpdate("failed", (), graph_name))
+        batch = CommitBatch.stop("", ThreadUpdate(status, (), graph_name))
         with anyio.CancelScope(shield=True), contextlib.suppress(Exception):
             await self.commit(batch, last=True)
             return True
         return False
-
-    async def mark_stopped(self, thread: ThreadRecord | None, graph_name: str | None) -> None:
-        """Leave a running thread ``paused`` with its pending work and no pending pause, and
-        give the lease up, best effort (its stream's reader went away: ``invoke(None)``
-        continues it)."""
-        if self.take_lease or self.released or thread is None or thread.status != "running":
-            return
-        batch = CommitBatch.stop("", ThreadUpdate("paused", (), graph_name))
-        with anyio.CancelScope(shield=True), contextlib.suppress(Exception):
-            await self.commit(batch, last=True)
-            thread.status = "paused"
 
     # -- decisions and dispatch -------------------------------------------------------------
     async def decisions(self, records: Sequence[DecisionRecord]) -> None:

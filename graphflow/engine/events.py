@@ -45,6 +45,11 @@ class Emitter:
             return
         event = Event(type_, node, step, data, self.thread_id)
         if threading.get_ident() == self._loop_thread:
-            self.sink.send_nowait(event)
+            self._send(event)
         else:
-            anyio.from_thread.run_sync(self.sink.send_nowait, event, token=self.token)
+            anyio.from_thread.run_sync(self._send, event, token=self.token)
+
+    def _send(self, event: Event) -> None:
+        """On the loop's thread: looked at again there (the reader may have gone since)."""
+        if self.sink is not None and not self.reader_gone:
+            self.sink.send_nowait(event)

@@ -18,7 +18,14 @@ from anyio.streams.memory import MemoryObjectSendStream
 from checkpoints.base import Checkpointer
 from checkpoints.errors import CorruptCheckpointError, LeaseHeldError, head_missing
 from checkpoints.lease import lease_free, new_owner
-from checkpoints.models import CheckpointId, CheckpointRecord, ResumePoint, ThreadId, now
+from checkpoints.models import (
+    CheckpointId,
+    CheckpointRecord,
+    ResumePoint,
+    ThreadId,
+    ThreadStatus,
+    now,
+)
 from graphflow.decisions import Decision
 from graphflow.engine import lease, plan, start
 from graphflow.engine.committer import Committer
@@ -94,23 +101,29 @@ async def execute(
         async with lease.held(store, tid, owner, ttl, lambda: committer.released):
             try:
                 return await _run(run, input, resume, checkpoint_id, point)
-            except (CorruptCheckpointError, RunStopped) as e:
-                if isinstance(e, StreamClosed):
-                    await committer.mark_stopped(run.thread, spec.name)
+            except StreamClosed:
+                await _leave(run, committer, "paused")
+                raise
+            except (CorruptCheckpointError, RunStopped):
                 raise  # damage: write nothing more to the file; stopped: left running
             except Exception:
-                th = run.thread
-                running = th is not None and th.status == "running" and not committer.released
-                if running and await committer.mark_failed(spec.name):
-                    assert th is not None
-                    th.status = "failed"
+                await _leave(run, committer, "failed")
                 raise
             except BaseException:  # (cancelled: by a stream's reader that went away, too)
                 if emitter.reader_gone:
-                    await committer.mark_stopped(run.thread, spec.name)
+                    await _leave(run, committer, "paused")
                 raise
     except EngineFault as fault:  # the engine's own storage failed while a node ran
         raise fault.error from fault.error.__cause__
+
+
+async def _leave(run: Run, committer: Committer, status: ThreadStatus) -> None:
+    """After a run stopped: a thread it left ``running`` is left ``status`` instead."""
+    th = run.thread
+    running = th is not None and th.status == "running" and not committer.released
+    if running and await committer.leave(status, run.spec.name):
+        assert th is not None
+        th.status = status
 
 
 async def _enter(
