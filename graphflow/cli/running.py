@@ -150,6 +150,7 @@ def _ask() -> str:
             "Approve the refund? (approve/deny)",
             type=click.Choice(["approve", "deny"]),
             default="approve",
+            show_choices=False,  # (the question names them)
         )
     )
 

@@ -119,6 +119,7 @@ def test_demo_deny_runs_no_refund(tmp_path: pathlib.Path) -> None:
 def test_demo_interactive_asks_once_the_run_paused(tmp_path: pathlib.Path) -> None:
     out = "\n".join(_demo(tmp_path, "--interactive", stdin="deny\n"))
     start, _, rest = out.partition("Approve the refund? (approve/deny)")
+    assert rest.startswith(" [approve]: "), rest[:40]  # the choices are named once
     assert "[1 run]" in start and "issue_refund" in start and "[2 decide]" not in start
     assert "graphflow deny refund-" in rest and "No refund was issued" in rest
 
