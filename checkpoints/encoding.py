@@ -101,8 +101,9 @@ def load_value(blob: bytes, thread_id: str, checkpoint_id: str | None, what: str
     try:
         return serde.loads(blob)
     except CorruptCheckpointError as e:
+        at = f" checkpoint {checkpoint_id!r}" if checkpoint_id is not None else ""
         raise CorruptCheckpointError(
-            f"cannot decode {what} of thread {thread_id!r} checkpoint {checkpoint_id!r}: {e}",
+            f"cannot decode {what} of thread {thread_id!r}{at}: {e}",
             thread_id=thread_id,
             checkpoint_id=checkpoint_id,
         ) from e

@@ -184,17 +184,17 @@ class GraphMismatchError(GraphflowError):
         self.nodes = tuple(nodes)
         self.thread_graph, self.graph = thread_graph, graph
         names = ", ".join(repr(n) for n in self.nodes)
-        if thread_graph is not None and graph is not None and not self.nodes:
+        this = f"this graph ({graph!r})" if graph is not None else "this graph (unnamed)"
+        if thread_graph is not None and not self.nodes:
             super().__init__(
-                f"thread {thread_id!r} is of graph {thread_graph!r}, not {graph!r}: resume it "
+                f"thread {thread_id!r} is of graph {thread_graph!r}, not of {this}: resume it "
                 f"with graph {thread_graph!r} (workers match threads by this name)"
             )
             return
-        if thread_graph is not None and graph is not None:
+        if thread_graph is not None:
             super().__init__(
                 f"thread {thread_id!r} is of graph {thread_graph!r} and waits on node {names}, "
-                f"which this graph ({graph!r}) does not have: resume it with graph "
-                f"{thread_graph!r}"
+                f"which {this} does not have: resume it with graph {thread_graph!r}"
             )
             return
         super().__init__(

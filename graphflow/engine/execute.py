@@ -16,13 +16,19 @@ from typing import Any
 from anyio.streams.memory import MemoryObjectSendStream
 
 from checkpoints.base import Checkpointer
-from checkpoints.errors import CorruptCheckpointError, LeaseHeldError, head_missing
+from checkpoints.errors import (
+    CheckpointError,
+    CorruptCheckpointError,
+    LeaseHeldError,
+    head_missing,
+)
 from checkpoints.lease import lease_free, new_owner
 from checkpoints.models import (
     CheckpointId,
     CheckpointRecord,
     ResumePoint,
     ThreadId,
+    ThreadRecord,
     ThreadStatus,
     now,
 )
@@ -145,7 +151,12 @@ async def _enter(
         return None
     try:
         if checkpoint_id is None:
-            point = await store.resume_thread(tid, committer.owner, committer.lease_ttl)
+            try:
+                point = await store.resume_thread(tid, committer.owner, committer.lease_ttl)
+            except CorruptCheckpointError as e:  # (no lease taken: nothing was written)
+                if (mismatch := await _mismatch_of_stored(store, tid, spec)) is not None:
+                    raise mismatch from e  # values of a graph whose types this one lacks
+                raise
             if point is None:
                 raise ThreadNotFoundError(tid)
             run.thread = point.thread
@@ -160,6 +171,35 @@ async def _enter(
     except LeaseHeldError as e:
         answering = resume is not UNSET or bool(run.decisions)
         raise ThreadBusyError(tid, e.owner, answering=answering) from e
+
+
+def _mismatch(
+    spec: GraphSpec, thread: ThreadRecord, head: CheckpointRecord
+) -> GraphMismatchError | None:
+    """The error for resuming, with ``spec``, a thread another graph made: its head waits on
+    nodes ``spec`` lacks, or it keeps the name of another graph (an unnamed graph resumes
+    only unnamed threads)."""
+    unknown = sorted({t.node for t in head.frontier} - spec.nodes.keys())
+    if unknown or (thread.graph_name is not None and thread.graph_name != spec.name):
+        return GraphMismatchError(
+            thread.thread_id, unknown, thread_graph=thread.graph_name, graph=spec.name
+        )
+    return None
+
+
+async def _mismatch_of_stored(
+    store: Checkpointer, tid: ThreadId, spec: GraphSpec
+) -> GraphMismatchError | None:
+    """``_mismatch`` for a thread whose step could not be read: its row and head checkpoint
+    read alone (no channel value), or None when they cannot be read either."""
+    try:
+        thread = await store.get_thread(tid)
+        head = None
+        if thread is not None and thread.head is not None:
+            head = await store.get_checkpoint(tid, "", CheckpointId(thread.head))
+    except CheckpointError:
+        return None
+    return None if thread is None or head is None else _mismatch(spec, thread, head)
 
 
 async def _run(
@@ -199,12 +239,8 @@ async def _run(
         await start.start_input(run, input, head, forking=forking)
         return await run.loop(fresh=True)
     assert head is not None and thread is not None
-    unknown = sorted({t.node for t in head.frontier} - run.spec.nodes.keys())
-    named = thread.graph_name is not None and run.spec.name is not None
-    if unknown or (named and thread.graph_name != run.spec.name):  # (nothing runs or is written)
-        raise GraphMismatchError(
-            run.thread_id, unknown, thread_graph=thread.graph_name, graph=run.spec.name
-        )
+    if (mismatch := _mismatch(run.spec, thread, head)) is not None:
+        raise mismatch  # (nothing runs or is written)
     if forking:
         await start.fork(run, head)
         return await run.loop(fresh=True)

@@ -984,8 +984,15 @@ def test_a_thread_of_another_named_graph_is_refused_naming_both(backend: Backend
     )
     assert (e.value.thread_graph, e.value.graph) == ("asker", "other")
     # A graph of another name with the thread's nodes: refused too, the name kept.
-    with pytest.raises(GraphMismatchError, match="is of graph 'asker', not 'asker2'"):
+    with pytest.raises(GraphMismatchError, match=r"'asker', not of this graph \('asker2'\)"):
         backend.graph(ask_graph(calls), name="asker2").invoke(None, thread_id="t", resume="y")
+    # An unnamed graph with the thread's nodes: refused (a worker refuses it too).
+    with pytest.raises(GraphMismatchError) as e:
+        backend.graph(ask_graph(calls)).invoke(None, thread_id="t", resume="y")
+    assert str(e.value) == (
+        "thread 't' is of graph 'asker', not of this graph (unnamed): resume it with graph "
+        "'asker' (workers match threads by this name)"
+    )
     [info] = backend.graph(ask_graph(calls), name="asker").list_threads()
     assert (info.graph_name, info.status) == ("asker", "paused")
     assert calls == {"first": 1, "ask": 1}
