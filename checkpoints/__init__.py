@@ -24,6 +24,7 @@ if _typing.TYPE_CHECKING:
         SerializationError,
         StoreLockedError,
         StorePathError,
+        ThreadChangedError,
     )
     from checkpoints.memory import MemoryCheckpointer
     from checkpoints.models import (
@@ -56,6 +57,7 @@ _HOMES: dict[str, tuple[str, ...]] = {
         "SerializationError",
         "StoreLockedError",
         "StorePathError",
+        "ThreadChangedError",
     ),
     "checkpoints.memory": ("MemoryCheckpointer",),
     "checkpoints.models": (
@@ -123,6 +125,7 @@ __all__ = [
     "StorePathError",
     "TaskRecord",
     "TaskSpec",
+    "ThreadChangedError",
     "ThreadInfo",
     "ThreadRecord",
     "ThreadUpdate",

@@ -41,7 +41,13 @@ from collections.abc import Mapping, Sequence
 from typing import Any, Protocol, get_args, runtime_checkable
 
 from checkpoints.batch import CommitBatch
-from checkpoints.errors import HeadConflictError
+from checkpoints.errors import (
+    CheckpointError,
+    HeadConflictError,
+    LeaseHeldError,
+    ThreadChangedError,
+)
+from checkpoints.lease import lease_free
 from checkpoints.models import (
     AnswerRecord,
     CallId,
@@ -117,6 +123,19 @@ def status_conflict(
     status = batch.expected_status
     if status is not None and rec.status != status:
         return HeadConflictError(thread_id, batch.expected_head, rec.head)
+    return None
+
+
+def answers_fenced(
+    thread_id: str, rec: ThreadRecord | None, idle_at: float, at: float
+) -> CheckpointError | None:
+    """For ``record_answers(..., if_idle_at=...)``: the error when the thread is not as its
+    caller read it, idle (no live lease: ``LeaseHeldError``) with the ``updated_at`` it
+    read (``ThreadChangedError``), None otherwise."""
+    if rec is None or rec.updated_at != idle_at:
+        return ThreadChangedError(thread_id)
+    if not lease_free(rec.lease_owner, rec.lease_expires_at, "", at):
+        return LeaseHeldError(thread_id, rec.lease_owner)
     return None
 
 
@@ -327,12 +346,19 @@ class Checkpointer(Protocol):
         answers: Sequence[AnswerRecord],
         *,
         runnable_if_updated_at: float | None = None,
+        if_idle_at: float | None = None,
     ) -> bool:
         """Append decisions and answers (no lease needed) and, with
         ``runnable_if_updated_at``, mark the thread runnable (``answered``, due now) if its
         row's ``updated_at`` still equals that value (its status and pending pauses did not
         change since it was read), all in one transaction. Every value is serialized first
-        (``SerializationError``: nothing written). Returns whether the thread was marked."""
+        (``SerializationError``: nothing written). Returns whether the thread was marked.
+
+        With ``if_idle_at`` (the row's ``updated_at`` as the caller read it) nothing is
+        written unless, in the same transaction, the row still has it and no run holds a
+        live lease (``answers_fenced``: ``ThreadChangedError``, ``LeaseHeldError``): a run
+        that took the thread since it was read may be applying other answers to these
+        pauses, and these would be recorded as the latest without taking effect."""
         ...
 
     async def mark_runnable(

@@ -10,6 +10,7 @@ The tree (one root for the package; ``checkpoints`` cannot import graphflow's ro
     ├── LeaseHeldError               another live runner holds the thread's lease
     ├── LeaseLostError               this runner's lease was taken over or expired
     ├── HeadConflictError            compare-and-set on the thread head failed
+    ├── ThreadChangedError           a write made on the thread's state as read found it changed
     ├── StoreLockedError             another client held the store's write lock too long
     └── StorePathError               the store's path cannot be used as given (names it)
         └── ReadOnlyStoreError       a write to a store that is open read-only
@@ -97,6 +98,18 @@ class HeadConflictError(CheckpointError):
         self.thread_id = thread_id
         self.expected = expected
         self.actual = actual
+
+
+class ThreadChangedError(CheckpointError):
+    """The thread's status or pending pauses changed since the caller read them, so a write
+    made on that condition wrote nothing (``Checkpointer.record_answers``)."""
+
+    def __init__(self, thread_id: str):
+        super().__init__(
+            f"thread {thread_id!r} changed since it was read (a run resumed it): nothing was "
+            "written; read its pauses again"
+        )
+        self.thread_id = thread_id
 
 
 class StoreLockedError(CheckpointError):

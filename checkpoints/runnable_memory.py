@@ -12,6 +12,7 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
 from checkpoints import serde
+from checkpoints.base import answers_fenced
 from checkpoints.batch import CommitBatch
 from checkpoints.errors import LeaseHeldError
 from checkpoints.lease import lease_free
@@ -93,6 +94,7 @@ class MemoryRunnable:
         answers: Sequence[AnswerRecord],
         *,
         runnable_if_updated_at: float | None = None,
+        if_idle_at: float | None = None,
     ) -> bool:
         # Serialize everything first: a SerializationError writes nothing.
         for d in decisions:
@@ -100,6 +102,10 @@ class MemoryRunnable:
                 serde.dumps(d.extra, key=f"extra of decision {d.call_id!r}")
         for a in answers:
             serde.dumps(a.value, key=f"answer to {a.pause_id!r}")
+        if if_idle_at is not None:
+            rec = self._threads.get(thread_id)
+            if (fenced := answers_fenced(thread_id, rec, if_idle_at, now())) is not None:
+                raise fenced
         await self.put_decisions(decisions)  # (neither awaits anything: one atomic block)
         await self.put_answers(answers)
         if runnable_if_updated_at is None:

@@ -2,7 +2,8 @@
 
 A compiled graph is a ``GraphSpec`` (what the engine runs) and a checkpointer. Every method
 checks its arguments, sets the store up, and calls a public engine function
-(``engine.execute``, ``engine.history``, ``engine.update``, ``engine.threads``); each sync
+(``engine.execute``, ``engine.history``, ``engine.update``, ``engine.answering``,
+``engine.threads``); each sync
 method is generated from its async twin (``_sync``).
 """
 
@@ -21,7 +22,7 @@ from checkpoints.models import DecisionRecord, ThreadId, ThreadInfo, ThreadStatu
 from graphflow import _sync, arguments, builder
 from graphflow.audit import AuditEntry, audit, check_evidence, open_existing, resolve_log
 from graphflow.drawing import draw_mermaid
-from graphflow.engine import answers, history, threads, update
+from graphflow.engine import answering, answers, history, threads, update
 from graphflow.engine.execute import execute
 from graphflow.engine.pauses import UNSET
 from graphflow.errors import InvalidArgumentError, ThreadNotFoundError
@@ -217,7 +218,7 @@ class CompiledGraph:
     async def apending_pauses(self, thread_id: str) -> list[Pause]:
         """The pauses a thread waits on (empty when it is not paused), each answered if
         ``submit`` stored an answer that no run has applied yet."""
-        return await threads.pending_pauses(await self._ready(thread_id), thread_id)
+        return await answering.pending_pauses(await self._ready(thread_id), thread_id)
 
     async def alist_threads(
         self,
@@ -259,7 +260,7 @@ class CompiledGraph:
         checked = answers.check_decisions(decisions)
         arguments.principal(by)
         store = await self._ready(thread_id)
-        return await threads.submit(
+        return await answering.submit(
             store,
             thread_id,
             decisions=checked,
@@ -273,7 +274,7 @@ class CompiledGraph:
         """The thread's decision records, oldest first, as they took effect: a decision that
         answered nothing has ``applied=False`` and the reason in ``note``; of several
         decisions on one call the latest wins and the earlier are marked superseded."""
-        return await threads.list_decisions(await self._ready(thread_id), thread_id)
+        return await answering.list_decisions(await self._ready(thread_id), thread_id)
 
     async def acancel(self, thread_id: str, *, reason: str, by: Any = None) -> None:
         """End a thread: it runs nothing more; the reason and actor are recorded."""

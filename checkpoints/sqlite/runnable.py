@@ -12,12 +12,14 @@ import sqlite3
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, TypeVar
 
+from checkpoints.base import answers_fenced
 from checkpoints.encoding import dumps as _dumps
 from checkpoints.runnable_memory import check_limit, check_reason
 from checkpoints.sqlite import marks
 from checkpoints.sqlite.reads import THREAD as _THREAD
 from checkpoints.sqlite.reads_records import next_seq
 from checkpoints.sqlite.rows.records import decision_row
+from checkpoints.sqlite.rows.threads import thread as _thread
 from checkpoints.sqlite.txn import Txn as _Txn
 from checkpoints.sqlite.writes import INSERT_DECISION as _INSERT_DECISION
 from checkpoints.sqlite.writes import insert_answers
@@ -52,9 +54,10 @@ class SqliteRunnable:
         answers: Sequence[AnswerRecord],
         *,
         runnable_if_updated_at: float | None = None,
+        if_idle_at: float | None = None,
     ) -> bool:
         """Append decisions and answers and mark the thread runnable, in one transaction
-        (every value serialized first)."""
+        (every value serialized first), fenced by ``if_idle_at``."""
         extras = [
             _dumps(d.extra, key=f"extra of decision {d.call_id!r}") if d.extra else None
             for d in decisions
@@ -63,6 +66,11 @@ class SqliteRunnable:
 
         def run(conn: sqlite3.Connection) -> bool:
             with _Txn(conn):
+                if if_idle_at is not None:
+                    row = conn.execute(_THREAD, (thread_id,)).fetchone()
+                    rec = _thread(thread_id, row) if row is not None else None
+                    if (fenced := answers_fenced(thread_id, rec, if_idle_at, now())) is not None:
+                        raise fenced
                 if decisions:
                     seq = next_seq(conn, "gf_decisions")
                     conn.executemany(

@@ -15,6 +15,7 @@ from checkpoints import (
     DecisionRecord,
     LeaseHeldError,
     SerializationError,
+    ThreadChangedError,
     ThreadUpdate,
 )
 from checkpoints.lease import new_owner
@@ -163,9 +164,46 @@ async def check_record_answers_marks_in_one_transaction(make: Factory) -> None:
     assert len(await cp.list_decisions(T1)) == 2
 
 
+async def check_record_answers_fenced_by_an_idle_thread(make: Factory) -> None:
+    """With ``if_idle_at``, nothing is written when the thread changed since it was read
+    (``ThreadChangedError``) or a run holds a live lease on it (``LeaseHeldError``, naming
+    the holder); an expired lease does not fence; a value that cannot be stored is
+    reported first."""
+    cp = await paused_thread(make)
+    seen = await updated(cp)
+    decision = DecisionRecord(T1, CallId("c1"), "deny", by="bob")
+    answer = AnswerRecord(P1, T1, {"ok": False})
+
+    async def nothing_written() -> bool:
+        return await cp.list_decisions(T1) == [] and await cp.load_answers(T1) == {}
+
+    with pytest.raises(ThreadChangedError):
+        await cp.record_answers(T1, [decision], [answer], if_idle_at=seen - 1.0)
+    with pytest.raises(ThreadChangedError):  # (no such thread)
+        await cp.record_answers(T2, [decision], [answer], if_idle_at=seen)
+    with pytest.raises(SerializationError):
+        await cp.record_answers(T1, [decision], [AnswerRecord(P1, T1, object())],
+                                if_idle_at=seen - 1.0)  # fmt: skip
+    assert await nothing_written()
+    runner = new_owner()
+    await cp.acquire_lease(T1, runner, 30.0)
+    seen = await updated(cp)
+    with pytest.raises(LeaseHeldError) as e:
+        await cp.record_answers(T1, [decision], [answer], if_idle_at=seen)
+    assert e.value.owner == runner
+    assert await nothing_written()
+    await cp.acquire_lease(T1, runner, 0.05)  # (renewed, to expire at once)
+    await anyio.sleep(0.1)
+    seen = await updated(cp)
+    assert await cp.record_answers(T1, [decision], [answer], if_idle_at=seen,
+                                   runnable_if_updated_at=seen)  # fmt: skip
+    assert len(await cp.list_decisions(T1)) == 1 and P1 in await cp.load_answers(T1)
+
+
 CHECKS: list[Check] = [
     check_runnable_mark_list_claim_unmark,
     check_runnable_due_times,
     check_runnable_mark_follows_commits,
     check_record_answers_marks_in_one_transaction,
+    check_record_answers_fenced_by_an_idle_thread,
 ]

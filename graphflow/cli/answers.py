@@ -9,6 +9,7 @@ fingerprint that differs from the call's, say).
 
 from __future__ import annotations
 
+from shlex import quote
 from typing import Any
 
 import click
@@ -23,6 +24,7 @@ from graphflow.cli.common import (
     json_option,
     parse_json,
     print_json,
+    suggest,
 )
 
 
@@ -64,7 +66,7 @@ def _decide(
     if not pauses:  # (submit would refuse it: there is nothing to record a decision on)
         raise NotFound(
             f"thread {thread!r} has no pending pause, so no pending call {call_id!r}; "
-            "`graphflow threads` shows its status"
+            f"`{suggest('graphflow threads')}` shows its status"
         )
     pending = _pending_call(pauses, call_id)
     if pending is not None and not as_json:
@@ -94,7 +96,7 @@ def _decide(
         return
     click.echo(
         f"recorded: {verdict} by {by or 'an anonymous caller'}; nothing ran. The next run of "
-        f"the thread applies it: graphflow resume {thread} --graph MODULE:ATTR"
+        f"the thread applies it: {suggest(f'graphflow resume {quote(thread)} --graph MODULE:ATTR')}"
     )
 
 
@@ -196,7 +198,7 @@ def answer_command(
         call = target.request.function_call_id
         raise Usage(
             f"pause {pause_id!r} is the tool confirmation of call {call!r}: answer it with "
-            f"graphflow approve {thread} {call} (or deny)"
+            f"{suggest(f'graphflow approve {quote(thread)} {quote(call)}')} (or deny)"
         )
     graph.submit(thread, resume={pause_id: value}, by=by, reason=reason)
     if as_json:
@@ -209,7 +211,7 @@ def answer_command(
     click.echo(
         f"recorded the answer {compact(value, 120)} to pause {pause_id} (node {target.node}, "
         f"asked {compact(target.value, 120)}); nothing ran. The next run of the thread applies "
-        f"it: graphflow resume {thread} --graph MODULE:ATTR"
+        f"it: {suggest(f'graphflow resume {quote(thread)} --graph MODULE:ATTR')}"
     )
 
 

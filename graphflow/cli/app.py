@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import errno
 import re
+import shlex
 import sys
 from collections.abc import Sequence
 from typing import Any
@@ -16,7 +17,17 @@ from typing import Any
 import click
 
 from graphflow.cli import answers, evidence, policy, running, threads, worker
-from graphflow.cli.common import ERROR, NOT_FOUND, OK, USAGE, CliError, db_option, fail, one_line
+from graphflow.cli.common import (
+    ERROR,
+    NOT_FOUND,
+    OK,
+    USAGE,
+    CliError,
+    db_option,
+    fail,
+    one_line,
+    suggest,
+)
 
 INTERRUPTED = 130
 
@@ -39,7 +50,8 @@ def _failure(ctx: click.Context, error: Exception) -> CliError:
     if isinstance(error, ThreadNotFoundError):
         db = ctx.meta.get("graphflow.db")
         return CliError(
-            f"no thread {error.thread_id!r} in database {db!r}; `graphflow threads` lists them",
+            f"no thread {error.thread_id!r} in database {db!r}; `{suggest('graphflow threads')}`"
+            " lists them",
             NOT_FOUND,
         )
     if isinstance(error, UnknownPauseError):
@@ -73,21 +85,23 @@ def _command_hint(error: Exception) -> str | None:
         why = f" ({error.reason})" if error.reason else ""
         return (
             f"thread {error.thread_id!r} is frozen{why}: nothing runs and no decision applies "
-            f"until `graphflow unfreeze {error.thread_id} --reason TEXT`"
+            f"until `{suggest(f'graphflow unfreeze {shlex.quote(error.thread_id)} --reason TEXT')}`"
         )
     if isinstance(error, ThreadPausedError):
-        t = error.thread_id
+        t, q = error.thread_id, shlex.quote(error.thread_id)
         return (
-            f"thread {t!r} is paused at {list(error.pause_ids)}: `graphflow pauses {t}` shows "
-            f"them; answer them (`graphflow approve`, `deny`, `answer`) and run `graphflow "
-            f"resume {t} --graph MODULE:ATTR`, or `graphflow cancel {t} --reason TEXT`"
+            f"thread {t!r} is paused at {list(error.pause_ids)}: "
+            f"`{suggest(f'graphflow pauses {q}')}` shows them; answer them (`graphflow "
+            "approve`, `deny`, `answer`) and run "
+            f"`{suggest(f'graphflow resume {q} --graph MODULE:ATTR')}`, or "
+            f"`{suggest(f'graphflow cancel {q} --reason TEXT')}`"
         )
     if isinstance(error, NodeError) and error.thread_id:
         t = error.thread_id
+        again = suggest(f"graphflow resume {shlex.quote(t)} --graph MODULE:ATTR")
         return (
             f"node {error.node!r} raised {type(error.error).__name__}: {error.error} in "
-            f"thread {t!r}; fix the cause and run `graphflow resume {t} --graph MODULE:ATTR` "
-            "to retry it alone"
+            f"thread {t!r}; fix the cause and run `{again}` to retry it alone"
         )
     return None
 

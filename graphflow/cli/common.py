@@ -9,6 +9,7 @@ from __future__ import annotations
 import contextlib
 import functools
 import os
+import shlex
 import sys
 from collections.abc import Callable
 from typing import Any, TypeVar, cast
@@ -81,7 +82,25 @@ def database(ctx: click.Context, given: str | None) -> str:
             f"else {DEFAULT_DB})"
         )
     path = given or (str(root) if root else None) or os.environ.get("GRAPHFLOW_DB") or DEFAULT_DB
+    ctx.meta["graphflow.db"] = path
     return sqlite_path(path)
+
+
+def suggest(command: str) -> str:
+    """``command``, a ``graphflow ...`` line shown to the user to run next, as the running
+    command was given: with its ``--db`` unless that is the one a bare command uses, and its
+    ``--graph`` in place of ``MODULE:ATTR``. Thread ids and the like in ``command`` are the
+    caller's to quote (``shlex.quote``)."""
+    ctx = click.get_current_context(silent=True)
+    meta: dict[str, Any] = ctx.meta if ctx is not None else {}
+    ref = meta.get("graphflow.graph_ref")
+    if ref:
+        command = command.replace("--graph MODULE:ATTR", f"--graph {shlex.quote(ref)}")
+    db = meta.get("graphflow.db")
+    bare = os.environ.get("GRAPHFLOW_DB") or DEFAULT_DB
+    if db and os.path.abspath(db) != os.path.abspath(bare):
+        command += f" --db {shlex.quote(db)}"
+    return command
 
 
 def sqlite_path(path: str) -> str:

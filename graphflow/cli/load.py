@@ -15,6 +15,8 @@ import sys
 from collections.abc import Awaitable, Callable, Iterator, Mapping
 from typing import TYPE_CHECKING, Any, TypeVar
 
+import click
+
 from graphflow.cli.common import CliError, Usage, sqlite_path
 
 if TYPE_CHECKING:
@@ -76,6 +78,9 @@ def graph(ref: str) -> CompiledGraph:
     module_name, sep, attribute = ref.partition(":")
     if not sep or not module_name or not attribute:
         raise Usage(f"--graph {ref!r} must be MODULE:ATTRIBUTE, such as myflows:graph")
+    ctx = click.get_current_context(silent=True)
+    if ctx is not None:  # (the commands it suggests name it: ``common.suggest``)
+        ctx.meta["graphflow.graph_ref"] = ref
     cwd = os.getcwd()
     if not sys.path or sys.path[0] != cwd:
         sys.path.insert(0, cwd)

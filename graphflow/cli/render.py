@@ -8,6 +8,7 @@ import shlex
 from collections.abc import Iterable, Sequence
 from typing import Any
 
+from graphflow.cli.common import suggest
 from graphflow.cli.encode import encode, rfc3339
 
 WIDTH = 160
@@ -74,10 +75,11 @@ def answer_hint(p: Any) -> str:
     request = getattr(p, "request", None)
     if request is not None:
         call = shlex.quote(request.function_call_id)
-        return f"graphflow approve {thread} {call}  |  graphflow deny {thread} {call} --reason TEXT"
+        approve = suggest(f"graphflow approve {thread} {call}")
+        return f"{approve}  |  {suggest(f'graphflow deny {thread} {call} --reason TEXT')}"
     if p.kind in ("before", "after"):
-        return f"graphflow resume {thread} --graph MODULE:ATTR"
-    return f"graphflow answer {thread} {shlex.quote(p.id)} VALUE_JSON"
+        return suggest(f"graphflow resume {thread} --graph MODULE:ATTR")
+    return suggest(f"graphflow answer {thread} {shlex.quote(p.id)} VALUE_JSON")
 
 
 def snapshot(s: Any, *, indent: str = "") -> list[str]:

@@ -18,6 +18,7 @@ from graphflow.cli.common import (
     graph_option,
     json_option,
     print_json,
+    suggest,
 )
 
 THREAD_STATUSES = ("running", "paused", "done", "failed", "cancelled", "frozen")
@@ -26,7 +27,9 @@ out so that ``graphflow --help`` imports no store code."""
 
 
 def _no_thread(thread: str, db: str) -> NotFound:
-    return NotFound(f"no thread {thread!r} in database {db!r}; `graphflow threads` lists them")
+    return NotFound(
+        f"no thread {thread!r} in database {db!r}; `{suggest('graphflow threads')}` lists them"
+    )
 
 
 def _cursor(ctx: click.Context, param: click.Parameter, value: str | None) -> str | None:

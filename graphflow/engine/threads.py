@@ -1,42 +1,35 @@
-"""Operations on a thread from outside a run: ``submit``, ``cancel``, ``list_decisions``.
+"""Operations on a thread from outside a run: ``cancel``, ``freeze``, ``unfreeze``.
 
 ``freeze``/``unfreeze`` stop and restart a thread from outside (incident response).
-``submit`` records answers durably without running anything (append only, no lease needed:
-the next run of the thread, in any process, applies them); the answers follow the same
-rules as ``invoke``'s (``engine.answers``). Once every pending pause is answered, the same
-transaction marks the thread runnable (``Checkpointer.record_answers``) for a worker.
 ``cancel`` takes the lease and commits a ``cancelled`` head in one transaction.
-(``update_state`` is ``engine.update``.)
+(``submit`` is ``engine.answering``; ``update_state`` is ``engine.update``.)
 """
 
 from __future__ import annotations
 
-import dataclasses
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 from typing import Any
 
 from checkpoints.base import Checkpointer
 from checkpoints.batch import CommitBatch, ThreadUpdate
-from checkpoints.errors import CheckpointError, LeaseHeldError, head_missing
-from checkpoints.lease import lease_free, new_owner
+from checkpoints.errors import (
+    LeaseHeldError,
+    head_missing,
+)
+from checkpoints.lease import new_owner
 from checkpoints.models import (
     CheckpointRecord,
-    DecisionRecord,
     ThreadId,
     ThreadRecord,
     ThreadStatus,
     new_checkpoint_id,
-    now,
 )
-from graphflow.decisions import Decision
-from graphflow.engine import answers, lease, start
+from graphflow.engine import lease, start
 from graphflow.engine.committer import Committer
-from graphflow.engine.pauses import UNSET, pause_from_record, principal_name
 from graphflow.engine.reads import carried_step
 from graphflow.engine.witness import Witness
 from graphflow.errors import (
     InvalidArgumentError,
-    NothingToResumeError,
     ThreadBusyError,
     ThreadCancelledError,
     ThreadFinishedError,
@@ -45,96 +38,6 @@ from graphflow.errors import (
 )
 from graphflow.evidence import EventDraft, EvidenceLog, stages
 from graphflow.spec import GraphSpec
-from graphflow.types import Pause
-
-
-async def submit(
-    store: Checkpointer,
-    thread_id: str,
-    *,
-    decisions: Mapping[str, Decision],
-    resume: Any = UNSET,
-    by: Any = None,
-    reason: str | None = None,
-    evidence: EvidenceLog | None = None,
-) -> tuple[DecisionRecord, ...]:
-    """Record answers to a paused thread's pauses; return the decisions that answered
-    nothing (each recorded, with the reason in ``note``). ``decisions`` must have been
-    checked (``answers.check_decisions``). Their evidence is written first: while the log
-    cannot be written, nothing is recorded (``EvidenceError``); when the store then refuses
-    the records, each decision gets a second event saying it did not take effect."""
-    if resume is UNSET and not decisions:
-        raise InvalidArgumentError("submit needs decisions= or resume= to record")
-    if by is not None:  # an id, or a Principal (its roles count for its own decisions)
-        decisions = {
-            k: d if d.by is not None else dataclasses.replace(d, by=by)
-            for k, d in decisions.items()
-        }
-        by = principal_name(by)
-    th = await store.get_thread(ThreadId(thread_id))
-    if th is None:
-        raise ThreadNotFoundError(thread_id)
-    if th.status == "frozen":
-        raise ThreadFrozenError(thread_id)
-    if th.lease_owner is not None and not lease_free(
-        th.lease_owner, th.lease_expires_at, "", now()
-    ):
-        # A run holds it, perhaps applying answers to these pauses or running the approved
-        # call: a decision now could not take effect, yet would be recorded as applied.
-        raise ThreadBusyError(thread_id, th.lease_owner, answering=True)
-    pending = list(th.pending_pause_ids)
-    if not pending:
-        raise NothingToResumeError(thread_id)
-    records = await store.get_pauses(th.thread_id, pending)
-    found = answers.resolve(
-        thread_id, records, resume=resume, decisions=decisions, by=by, reason=reason
-    )
-    witness = Witness(evidence, thread_id)
-    witness.recall(records)  # (a pause's event that a power loss took: see witness)
-    witness.add_answers(found.decisions, found.answers, {p.id: p for p in records})
-    if witness.enabled:  # (a graph without evidence records its answers all the same)
-        await witness.require()
-    # When every pending pause is answered now (a deferred call needs none: it is evaluated
-    # again by the run), the thread is marked runnable in the same transaction, unless it
-    # changed since it was read (a worker then finds it in the index at once).
-    answered = {a.pause_id for a in found.answers}
-    waiting = [p for p in records if p.id not in answered and not start.deferred(p)]
-    if waiting:
-        stored = await store.load_answers(th.thread_id, [p.id for p in waiting])
-        waiting = [p for p in waiting if p.id not in stored]
-    if found.decisions or found.answers:
-        try:
-            await store.record_answers(
-                th.thread_id,
-                found.decisions,
-                found.answers,
-                runnable_if_updated_at=None if waiting or not found.answers else th.updated_at,
-            )
-        except CheckpointError as e:  # (locked, read-only, full: the decisions took no effect)
-            witness.add_unrecorded(found.decisions, found.answers, {p.id: p for p in records}, e)
-            await witness.flush()  # (best effort: the error below is what the caller sees)
-            raise
-    return found.ignored
-
-
-async def pending_pauses(store: Checkpointer, thread_id: str) -> list[Pause]:
-    """The pauses a thread waits on, each with the answer ``submit`` stored for it, if any
-    (answered, not yet applied: the next run applies it)."""
-    th = await store.get_thread(ThreadId(thread_id))
-    if th is None:
-        raise ThreadNotFoundError(thread_id)
-    ids = list(th.pending_pause_ids)
-    records = await store.get_pauses(th.thread_id, ids) if ids else []
-    stored = await store.load_answers(th.thread_id, ids) if ids else {}
-    return [pause_from_record(r, stored.get(r.id)) for r in records]
-
-
-async def list_decisions(store: Checkpointer, thread_id: str) -> list[DecisionRecord]:
-    """The thread's decision records, oldest first, as they took effect (see
-    ``answers.effective``)."""
-    if await store.get_thread(ThreadId(thread_id)) is None:
-        raise ThreadNotFoundError(thread_id)
-    return answers.effective(await store.list_decisions(ThreadId(thread_id)))
 
 
 async def cancel(

@@ -108,7 +108,7 @@ def test_a_decision_on_a_thread_with_no_pending_pause_is_exit_4(cli: Cli) -> Non
         assert got.code == 4 and got.stdout == ""
         assert got.error == (
             f"graphflow: error: thread 't1' has no pending pause, so no pending call {CALL!r}; "
-            "`graphflow threads` shows its status"
+            f"`graphflow threads --db {cli.db}` shows its status"  # (the --db it was given)
         )
     assert _decisions(cli, "t1") == []
 

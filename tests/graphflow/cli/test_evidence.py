@@ -246,7 +246,8 @@ def test_freeze_stops_a_thread_until_unfreeze(cli: Cli) -> None:
     blocked = cli("resume", "t1", "--graph", "flows:graph")
     assert blocked.code == 1 and "frozen" in blocked.error
     for got in (refused, blocked):  # (the command that lifts it, not the Python call)
-        assert "`graphflow unfreeze t1 --reason TEXT`" in got.error and "graph." not in got.error
+        assert f"`graphflow unfreeze t1 --reason TEXT --db {cli.db}`" in got.error
+        assert "graph." not in got.error
     assert cli("pauses", "t1", "--json").json()[0]["answered"] is False
     thawed = cli("unfreeze", "t1", "--reason", "cleared", "--by", "secops", "--json")
     assert thawed.code == 0 and thawed.json()["status"] == "paused"  # (the thread's, now)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import pathlib
 import subprocess
 import sys
 
@@ -30,7 +31,37 @@ def test_run_of_a_tool_call_shows_the_call(cli: Cli) -> None:
         "[step 0] file_manager paused (tool_confirmation): delete_file "
         '{"path": "/data/report.csv"} (call call_1)'
     )
-    assert f"answer with: graphflow approve t1 {CALL}" in got.stdout
+    # Each suggested command runs as given: with the --db this one was given
+    assert (
+        f"answer with: graphflow approve t1 {CALL} --db {cli.db}  |  "
+        f"graphflow deny t1 {CALL} --reason TEXT --db {cli.db}"
+    ) in got.stdout
+
+
+def test_suggested_commands_carry_what_the_command_was_given(
+    tmp_path: pathlib.Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import click
+
+    from graphflow.cli.common import suggest
+
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.delenv("GRAPHFLOW_DB", raising=False)
+    resume = "graphflow resume 'thréad ✓' --graph MODULE:ATTR"
+    with click.Context(click.Command("x")) as ctx:
+        assert suggest(resume) == resume  # (nothing known: as written)
+        ctx.meta["graphflow.db"] = "graphflow.db"  # the default: no --db
+        assert suggest("graphflow threads") == "graphflow threads"
+        ctx.meta["graphflow.db"] = str(tmp_path / "graphflow.db")  # (the same file)
+        assert suggest("graphflow threads") == "graphflow threads"
+        ctx.meta["graphflow.db"] = "my runs/x.db"
+        assert suggest("graphflow threads") == "graphflow threads --db 'my runs/x.db'"
+        ctx.meta["graphflow.graph_ref"] = "flows:graph"
+        assert suggest(resume) == (
+            "graphflow resume 'thréad ✓' --graph flows:graph --db 'my runs/x.db'"
+        )
+        monkeypatch.setenv("GRAPHFLOW_DB", "my runs/x.db")  # what a bare command uses
+        assert suggest("graphflow threads") == "graphflow threads"
 
 
 def test_run_debug_prints_every_event(cli: Cli) -> None:
@@ -96,7 +127,8 @@ def test_a_node_error_says_which_command_retries_it(cli: Cli) -> None:
     (cli.cwd / "failing.py").write_text(FAILING, encoding="utf-8")
     got = cli("run", "--graph", "failing:graph", "--thread", "t1", "--input", '{"n": 0}')
     assert got.code == 1 and "node 'boom' raised ValueError: no disk" in got.error
-    assert "`graphflow resume t1 --graph MODULE:ATTR`" in got.error
+    # The command to run, as this one was given: its --graph and --db
+    assert f"`graphflow resume t1 --graph failing:graph --db {cli.db}`" in got.error
     assert "invoke(" not in got.error
 
 

@@ -136,8 +136,8 @@ def test_show_and_history_of_an_unknown_thread_are_exit_4(cli: Cli) -> None:
         got = cli(command, "nope", "--json")
         assert got.code == 4 and got.stdout == ""
         assert got.error == (
-            f"graphflow: error: no thread 'nope' in database {cli.db!r}; `graphflow threads` "
-            "lists them"
+            f"graphflow: error: no thread 'nope' in database {cli.db!r}; `graphflow threads "
+            f"--db {cli.db}` lists them"
         )
 
 
