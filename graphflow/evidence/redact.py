@@ -12,8 +12,11 @@ written, so the log file, its WAL and its exports never see a secret:
 - **Secret-looking text** (everywhere, also inside longer strings and in keys): ``Bearer
   <token>`` (the word ``Bearer`` is kept), ``sk-...`` API keys, PEM private keys (to their
   ``END`` line, or to the end of the text when it is cut off), GitHub, AWS, Slack and Stripe
-  key formats, ``name=value`` and ``"name": "value"`` where ``name`` is a secret key, and the
-  value of an ``Authorization:`` header line. Each secret is replaced by ``"sha256:<hex>"``.
+  key formats, ``name=value`` and ``"name": value`` (either quote: JSON, and Python's
+  printing of a dict in an exception's text; the value quoted or not) where ``name`` is a
+  secret key, and the value of an ``Authorization:`` header line. Each secret is replaced by
+  ``"sha256:<hex>"``. A private key given as a list of lines (its ``BEGIN`` line one item)
+  has every item to its ``END`` line replaced.
 - **Digests** are SHA-256, lowercase hex, of: a string's UTF-8 bytes; a ``bytes`` value's
   bytes; any other value's RFC 8785 canonical JSON. They let an auditor who holds a value
   check it, and cannot be reversed; a low-entropy secret (a short password) can still be
@@ -142,8 +145,11 @@ class Redactor:
         patterns = [
             *_FIXED_PATTERNS,
             rf"(?<!{word})(?P<assign>(?P<assign_name>{word}+)=)(?P<assign_value>[^\s&;,\"'<>]+)",
-            rf"(?P<quoted>\"(?P<quoted_name>{word}+)\"[ \t]*:[ \t]*\")"
-            r"(?P<quoted_value>(?:[^\"\\]|\\.)+)",
+            # (either quote, for JSON and for Python's repr of a dict: an exception's text)
+            rf"(?P<quoted>(?P<q1>[\"'])(?P<quoted_name>{word}+)(?P=q1)[ \t]*:[ \t]*(?P<q2>[\"']))"
+            r"(?P<quoted_value>(?:(?!(?P=q2))[^\\]|\\.)+)",
+            rf"(?P<bare>(?P<q3>[\"'])(?P<bare_name>{word}+)(?P=q3)[ \t]*:[ \t]*)"
+            r"(?P<bare_value>[^\s\"',}\]]+)",
         ]
         self._pattern = re.compile("|".join(patterns), re.DOTALL)
 
@@ -228,6 +234,8 @@ class Redactor:
                 except _BadValue as e:
                     e.path.append(f"[{i}]")
                     raise
+            if self._redact_text:
+                _pem_lines(v, items)
             return items
         # Subclasses of the JSON types (enums, named tuples) become their plain values.
         if isinstance(v, bool):
@@ -249,7 +257,7 @@ class Redactor:
             return m.group("bearer_word") + digest(m.group("bearer"))
         if m.group("header_value") is not None:
             return m.group("header") + digest(m.group("header_value"))
-        for kind in ("assign", "quoted"):
+        for kind in ("assign", "quoted", "bare"):
             value = m.group(f"{kind}_value")
             if value is not None:
                 if not self.is_secret_key(m.group(f"{kind}_name")):
@@ -267,6 +275,24 @@ class Redactor:
 
 
 _PLAIN = Redactor((), _text=False)
+
+_PEM_BEGIN = re.compile(r"-----BEGIN[A-Z0-9 ]*PRIVATE KEY[A-Z0-9 ]*-----")
+_PEM_END = re.compile(r"-----END[A-Z0-9 ]*PRIVATE KEY[A-Z0-9 ]*-----")
+
+
+def _pem_lines(v: Any, items: list[Any]) -> None:
+    """A private key given as a list of lines (its ``BEGIN`` line one item, its body the
+    next ones): the items after a ``BEGIN`` item without its ``END``, to the ``END`` item,
+    become digests too (the ``BEGIN`` item itself already is one)."""
+    inside = False
+    for i, item in enumerate(v):
+        if type(item) is not str:
+            inside = False
+        elif inside:
+            items[i] = _digest(item)
+            inside = _PEM_END.search(item) is None
+        elif (begin := _PEM_BEGIN.search(item)) is not None:
+            inside = _PEM_END.search(item, begin.end()) is None
 
 
 def _non_finite(f: float) -> str:

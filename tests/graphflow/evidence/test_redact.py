@@ -106,6 +106,35 @@ def test_pem_private_keys_are_redacted_whole_or_cut_off() -> None:
     assert Redactor().text(pgp) == sha(pgp)
 
 
+def test_python_reprs_of_secret_keys_are_redacted_too() -> None:
+    """An exception's text (a tool's error, in a ``failed`` event) shows a dict as Python
+    prints it: single quotes, and values that are not strings."""
+    r = Redactor()
+    err = "could not apply config {'password': 'hunter2-PWSECRET', 'host': 'db'}"
+    assert r.text(err) == (
+        f"could not apply config {{'password': '{sha('hunter2-PWSECRET')}', 'host': 'db'}}"
+    )
+    its = "it's"
+    assert r.text("{'token': \"it's\"}") == "{'token': \"" + sha(its) + '"}'
+    assert (
+        r.text("{'db_password': 12345, 'n': 1}") == "{'db_password': " + sha("12345") + ", 'n': 1}"
+    )
+    assert r.text('{"api_key": 99}') == f'{{"api_key": {sha("99")}}}'
+    for kept in ("{'host': 'db', 'port': 5432}", "{'n': 1}", "'a': 'b'"):
+        assert r.text(kept) == kept
+
+
+def test_a_private_key_given_as_a_list_of_lines_is_redacted_whole() -> None:
+    lines = ["-----BEGIN PRIVATE KEY-----", "MIIEvAIBADANBgkqhkiG9w0BAQEFAASC",
+             "BKcwggSjAgEAAoIBAQC7", "-----END PRIVATE KEY-----", "after"]  # fmt: skip
+    out = prepare({"cfg": {"key": lines}, "other": ["MIIEvAIBADANBgkqhkiG9w0BAQEFAASC"]})
+    assert out["cfg"]["key"] == [sha(x) for x in lines[:4]] + ["after"]
+    assert out["other"] == ["MIIEvAIBADANBgkqhkiG9w0BAQEFAASC"]  # (no BEGIN line before it)
+    cut = prepare(["x", "-----BEGIN RSA PRIVATE KEY-----", "MIIEow", "MIIEox"])  # no END
+    assert cut == ["x", *(sha(x) for x in ("-----BEGIN RSA PRIVATE KEY-----", "MIIEow", "MIIEox"))]
+    assert prepare([PEM, "MIIEow"]) == [sha(PEM), "MIIEow"]  # a whole key in one item
+
+
 def test_secret_text_is_redacted_in_any_value_and_key_even_without_keyed() -> None:
     value = {"note": ["sk-abcdefghijklmnopqrstuvwx"], "sk-abcdefghijklmnopqrstuvwx": 1}
     out = Redactor().prepare(value, keyed=False, where="x")
@@ -137,7 +166,8 @@ def test_redaction_stays_linear_on_adversarial_text() -> None:
     code = (
         "from graphflow.evidence.redact import Redactor\n"
         "r = Redactor()\n"
-        "texts = ('token' * 100_000, 'token=' * 100_000, '\"token\":' * 100_000, 'A' * 500_000)\n"
+        "texts = ('token' * 100_000, 'token=' * 100_000, '\"token\":' * 100_000, 'A' * 500_000,\n"
+        "         \"'token': \" * 100_000, \"'token': '\" * 100_000, \"'a': 1, \" * 100_000)\n"
         "for text in texts:\n"
         "    r.text(text)\n"
     )
