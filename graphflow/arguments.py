@@ -13,12 +13,30 @@ from graphflow.errors import InvalidArgumentError
 _CONTROL = re.compile(r"[\x00-\x1f\x7f]")
 
 
+MAX_THREAD_ID = 1000
+"""The longest thread id, in characters (an id, not a document: tables print it whole)."""
+
+
 def thread_id(value: Any) -> str:
-    """``value`` as a thread id: a non-empty string of printable text."""
+    """``value`` as a thread id: a non-empty string of printable text, at most
+    ``MAX_THREAD_ID`` characters."""
     if not isinstance(value, str) or not value:
-        raise InvalidArgumentError(f"thread_id must be a non-empty string, not {value!r}")
+        raise InvalidArgumentError(f"thread_id must be a non-empty string, not {value!r:.80}")
+    if len(value) > MAX_THREAD_ID:
+        raise InvalidArgumentError(
+            f"thread_id {value!r:.40}... is {len(value):,} characters long; use at most "
+            f"{MAX_THREAD_ID:,}"
+        )
     _printable("thread_id", value)
     return value
+
+
+def a_thread_id(name: str, value: Any) -> str:
+    """``thread_id``, its errors naming ``name`` (a command line's ``THREAD``)."""
+    try:
+        return thread_id(value)
+    except InvalidArgumentError as e:
+        raise InvalidArgumentError(str(e).replace("thread_id", name, 1)) from None
 
 
 def text(name: str, value: Any) -> str | None:
@@ -72,7 +90,16 @@ def principal(value: Any) -> None:
             f"a principal must be a graphflow.auth.Principal or its id (a non-empty string), "
             f"not {type(value).__name__} {value!r:.60}"
         )
-    text("a principal's id", ident)
+    identity("a principal's id", ident)
+
+
+def identity(name: str, value: str) -> str:
+    """``value`` as the id of who acts (a principal, a decision's ``by``): printable text
+    (a newline in it would forge lines of an audit trail as printed) that is not blank."""
+    if not value.strip():
+        raise InvalidArgumentError(f"{name} must be a non-blank id, not {value!r:.80}")
+    _printable(name, value)
+    return value
 
 
 def actor(value: Any) -> str | None:

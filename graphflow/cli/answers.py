@@ -18,6 +18,7 @@ from graphflow.cli.common import (
     CliError,
     NotFound,
     Usage,
+    by_option,
     db_option,
     existing_database,
     graph_option,
@@ -25,6 +26,7 @@ from graphflow.cli.common import (
     parse_json,
     print_json,
     suggest,
+    thread_argument,
 )
 
 
@@ -101,9 +103,9 @@ def _decide(
 
 
 @click.command("approve")
-@click.argument("thread")
+@thread_argument()
 @click.argument("call_id")
-@click.option("--by", metavar="ID", help="who approves (a principal id)")
+@by_option("who approves (a principal id)")
 @click.option("--reason", metavar="TEXT", help="why")
 @click.option(
     "--fingerprint",
@@ -135,10 +137,10 @@ def approve_command(
 
 
 @click.command("deny")
-@click.argument("thread")
+@thread_argument()
 @click.argument("call_id")
 @click.option("--reason", metavar="TEXT", required=True, help="why (the model is told)")
-@click.option("--by", metavar="ID", help="who denies (a principal id)")
+@by_option("who denies (a principal id)")
 @graph_option(required=False)
 @json_option
 @db_option
@@ -163,10 +165,10 @@ def deny_command(
 
 
 @click.command("answer")
-@click.argument("thread")
+@thread_argument()
 @click.argument("pause_id")
 @click.argument("value_json", metavar="VALUE_JSON")
-@click.option("--by", metavar="ID", help="who answers (a principal id)")
+@by_option("who answers (a principal id)")
 @click.option("--reason", metavar="TEXT", help="why")
 @graph_option(required=False)
 @json_option
@@ -216,9 +218,9 @@ def answer_command(
 
 
 @click.command("cancel")
-@click.argument("thread")
+@thread_argument()
 @click.option("--reason", metavar="TEXT", required=True, help="why (recorded)")
-@click.option("--by", metavar="ID", help="who cancels (a principal id)")
+@by_option("who cancels (a principal id)")
 @graph_option(required=False)
 @json_option
 @db_option

@@ -59,6 +59,53 @@ def fail(error: BaseException | str, code: int = ERROR) -> int:
     return code
 
 
+# -- ids and numbers, checked as they are parsed (exit 2 naming the option) ------------------
+def checked(name: str, check: str) -> Callable[[click.Context, click.Parameter, Any], Any]:
+    """A click callback that checks a value with ``graphflow.arguments.<check>``; a bad one
+    is a usage error naming ``name`` (imported at the first value: ``--help`` needs none)."""
+
+    def callback(ctx: click.Context, param: click.Parameter, value: Any) -> Any:
+        if value is None:
+            return None
+        from graphflow import arguments
+        from graphflow.errors import InvalidArgumentError
+
+        try:
+            getattr(arguments, check)(name, value)
+        except InvalidArgumentError as e:
+            raise Usage(str(e)) from None
+        return value
+
+    return callback
+
+
+def thread_argument(*, required: bool = True) -> Callable[[F], F]:
+    """The ``THREAD`` argument: a thread id (``graphflow.arguments.thread_id``)."""
+    return click.argument("thread", required=required, callback=checked("THREAD", "a_thread_id"))
+
+
+def by_option(help: str) -> Callable[[F], F]:
+    """``--by ID``: who acts, a printable, non-blank id (``graphflow.arguments.identity``)."""
+    return click.option("--by", metavar="ID", help=help, callback=checked("--by", "identity"))
+
+
+class Seconds(click.ParamType[float]):
+    """A positive, finite number of seconds (``nan`` and ``inf`` are refused)."""
+
+    name = "seconds"
+
+    def convert(
+        self, value: Any, param: click.Parameter | None, ctx: click.Context | None
+    ) -> float:
+        try:
+            seconds = float(value)
+        except (TypeError, ValueError):
+            self.fail(f"{value!r} is not a number of seconds", param, ctx)
+        if not (0 < seconds < float("inf")):  # (False for nan)
+            self.fail(f"{value!r} is not a positive, finite number of seconds", param, ctx)
+        return seconds
+
+
 # -- --db ----------------------------------------------------------------------------------
 def db_option(fn: F) -> F:
     """``--db PATH``, taken by every command (and by ``graphflow`` itself, before the

@@ -22,6 +22,7 @@ from graphflow.cli.common import (
     CliError,
     NotFound,
     Usage,
+    by_option,
     database,
     db_option,
     existing_database,
@@ -29,6 +30,7 @@ from graphflow.cli.common import (
     json_option,
     not_a_directory,
     print_json,
+    thread_argument,
 )
 
 _HEX = frozenset("0123456789abcdef")
@@ -85,7 +87,7 @@ def parse_head(text: str) -> Any:
 
 
 @click.command("audit")
-@click.argument("thread")
+@thread_argument()
 @_evidence_option
 @graph_option(required=False)
 @json_option
@@ -231,9 +233,9 @@ def _thread_operation(
 
 def _operation(verb: str, summary: str) -> click.Command:
     @click.command(verb, help=summary)
-    @click.argument("thread")
+    @thread_argument()
     @click.option("--reason", metavar="TEXT", required=True, help="why (recorded)")
-    @click.option("--by", metavar="ID", help="who acts (a principal id)")
+    @by_option("who acts (a principal id)")
     @graph_option(required=False)
     @json_option
     @db_option

@@ -4,6 +4,7 @@ for scripts). Values are shown as compact JSON by ``graphflow.cli.encode``."""
 from __future__ import annotations
 
 import json
+import re
 import shlex
 from collections.abc import Iterable, Sequence
 from typing import Any
@@ -26,9 +27,21 @@ def compact(value: Any, width: int | None = None) -> str:
     return text
 
 
+_CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f\u2028\u2029]")
+CELL_MAX = 120
+"""The longest cell of a table, in characters (the whole value is in ``--json``)."""
+
+
+def cell(text: str) -> str:
+    """``text`` as one table cell: control characters escaped (``\\n``: text from a model
+    or an approver must not print as rows of its own), cut to ``CELL_MAX`` characters."""
+    text = _CONTROL.sub(lambda m: m.group().encode("unicode_escape").decode("ascii"), text)
+    return text if len(text) <= CELL_MAX else text[: CELL_MAX - 1] + "…"
+
+
 def table(headers: Sequence[str], rows: Iterable[Sequence[str]]) -> list[str]:
-    """Left-aligned columns under ``headers``."""
-    body = [list(r) for r in rows]
+    """Left-aligned columns under ``headers``, each cell a ``cell``."""
+    body = [[cell(c) for c in r] for r in rows]
     widths = [max(len(h), *(len(r[i]) for r in body)) for i, h in enumerate(headers)]
     lines = ["  ".join(h.ljust(w) for h, w in zip(headers, widths, strict=True)).rstrip()]
     for r in body:

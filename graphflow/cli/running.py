@@ -14,6 +14,7 @@ import click
 
 from graphflow.cli.common import (
     Usage,
+    checked,
     database,
     db_option,
     existing_database,
@@ -21,6 +22,7 @@ from graphflow.cli.common import (
     json_option,
     parse_json,
     print_json,
+    thread_argument,
 )
 
 
@@ -62,7 +64,13 @@ _debug = click.option(
 
 @click.command("run")
 @graph_option(required=True)
-@click.option("--thread", metavar="ID", required=True, help="the thread to run or continue")
+@click.option(
+    "--thread",
+    metavar="ID",
+    required=True,
+    help="the thread to run or continue",
+    callback=checked("--thread", "a_thread_id"),
+)
 @click.option(
     "--input",
     "input_json",
@@ -100,7 +108,7 @@ def run_command(
 
 
 @click.command("resume")
-@click.argument("thread")
+@thread_argument()
 @graph_option(required=True)
 @_principal
 @_debug

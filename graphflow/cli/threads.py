@@ -19,6 +19,7 @@ from graphflow.cli.common import (
     json_option,
     print_json,
     suggest,
+    thread_argument,
 )
 
 THREAD_STATUSES = ("running", "paused", "done", "failed", "cancelled", "frozen")
@@ -135,7 +136,7 @@ def _graph(ctx: click.Context, db: str | None, graph_ref: str | None) -> tuple[A
 
 
 @click.command("show")
-@click.argument("thread")
+@thread_argument()
 @click.option("--subgraphs", is_flag=True, help="also show the state of subgraph tasks")
 @graph_option(required=False)
 @json_option
@@ -169,7 +170,7 @@ def show_command(
 
 
 @click.command("history")
-@click.argument("thread")
+@thread_argument()
 @click.option("--limit", type=click.IntRange(min=1), help="only the newest N snapshots")
 @graph_option(required=False)
 @json_option
@@ -213,7 +214,7 @@ def history_command(
 
 
 @click.command("pauses")
-@click.argument("thread", required=False)
+@thread_argument(required=False)
 @graph_option(required=False)
 @json_option
 @db_option

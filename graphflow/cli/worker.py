@@ -14,7 +14,7 @@ from typing import Any
 
 import click
 
-from graphflow.cli.common import db_option, existing_database, json_option, print_json
+from graphflow.cli.common import Seconds, db_option, existing_database, json_option, print_json
 
 
 def _line(r: Any) -> str:
@@ -42,13 +42,13 @@ def _line(r: Any) -> str:
 )
 @click.option(
     "--lease-seconds",
-    type=click.FloatRange(min=0, min_open=True),
+    type=Seconds(),
     default=None,
     help="the lease TTL of the threads it runs (default: each graph's)",
 )
 @click.option(
     "--poll-interval",
-    type=click.FloatRange(min=0, min_open=True),
+    type=Seconds(),
     default=1.0,
     show_default=True,
     help="seconds to wait when nothing is runnable",

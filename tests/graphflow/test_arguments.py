@@ -61,7 +61,7 @@ THREAD_CALLS: dict[str, Callable[[Any, Any], object]] = {
 }
 
 
-@pytest.mark.parametrize("thread", [BAD, "a\nb", "x\x00", "", None, 5])
+@pytest.mark.parametrize("thread", [BAD, "a\nb", "x\x00", "", None, 5, "t" * 1001])
 @pytest.mark.parametrize("call", sorted(THREAD_CALLS))
 def test_a_bad_thread_id_is_refused_by_name(
     graph: Any, tmp_path: Path, call: str, thread: Any
@@ -88,6 +88,10 @@ TEXT_CALLS: dict[str, tuple[str, Callable[[Any], object]]] = {
         lambda g: g.submit("t", decisions={"c": Decision.deny(reason=BAD)}),
     ),
     "invoke principal": ("principal", lambda g: g.invoke(None, thread_id="t", principal=5)),
+    # An approver id that would print as two lines of a trail, or that names no one
+    "submit by with a newline": ("principal", lambda g: g.submit("t", resume="y", by="a\nb")),
+    "submit blank by": ("principal", lambda g: g.submit("t", resume="y", by="  ")),
+    "cancel by with NUL": ("principal", lambda g: g.cancel("t", reason="r", by="a\x00")),
     "invoke principal id": (
         "principal",
         lambda g: g.invoke(None, thread_id="t", resume="y", principal=BAD),
@@ -106,3 +110,17 @@ def test_text_that_cannot_be_stored_is_refused_before_anything_is_written(
     assert type(caught.value).__name__ in ("InvalidArgumentError", "SerializationError")
     assert files(tmp_path) == before  # (no event in the log, no record in the store)
     assert graph.get_state("t").next == ("ask",)
+
+
+@pytest.mark.parametrize("by", ["  ", "bo\nb", "a\x00b", "x\u2028"[:1] + "\t"])
+def test_a_decision_by_no_one_printable_is_refused(by: str) -> None:
+    with pytest.raises(InvalidArgumentError, match="a decision's by"):
+        Decision.approve(by=by)
+    with pytest.raises(InvalidArgumentError, match="a decision's by"):
+        Decision.deny(reason="r", by=by)
+
+
+def test_a_thread_id_of_the_longest_length_is_taken(graph: Any) -> None:
+    longest = "t" * 1000
+    assert graph.invoke({}, thread_id=longest).status == "paused"
+    assert longest in [t.thread_id for t in graph.list_threads()]

@@ -38,8 +38,46 @@ def test_text_that_cannot_be_stored_is_one_line_naming_it(cli: Cli, command: str
     cli.start("t1")
     before = recorded(cli)
     got = cli(*COMMANDS[command], "--json")
-    assert got.code == 1 and got.stdout == "", (got.code, got.stdout)
+    # A THREAD or --by is checked as it is parsed (usage, 2); a reason by the call (1)
+    assert got.code == (1 if command == "cancel reason" else 2), (got.code, got.stdout)
+    assert got.stdout == ""
     assert got.error.count("\n") <= 1 and "Traceback" not in got.error
     assert "is not valid text" in got.error or "control character" in got.error, got.error
     assert "UnicodeEncodeError" not in got.error
+    assert recorded(cli) == before
+
+
+IDS = {
+    "empty thread": (["approve", "", CALL], "THREAD must be a non-empty string"),
+    "long thread": (["show", "t" * 1001], "THREAD 'tttt"),
+    "empty by": (["approve", "t1", CALL, "--by", ""], "--by must be a non-blank id"),
+    "blank by": (["deny", "t1", CALL, "--reason", "r", "--by", "  "], "--by must be a non-bl"),
+    "newline by": (["approve", "t1", CALL, "--by", "bo\nb"], "--by 'bo\\nb' holds a control"),
+    "NUL by": (["cancel", "t1", "--reason", "r", "--by", "a\x00"], "holds a control character"),
+    "empty --thread": (
+        ["run", "--graph", "flows:graph", "--thread", "", "--input", "{}"],
+        "--thread must be a non-empty string",
+    ),
+    "nan poll": (
+        ["worker", "--graph", "flows:graph", "--poll-interval", "nan"],
+        "'nan' is not a positive, finite number of seconds",
+    ),
+    "inf lease": (
+        ["worker", "--graph", "flows:graph", "--lease-seconds", "inf"],
+        "'inf' is not a positive, finite number of seconds",
+    ),
+}
+
+
+@pytest.mark.parametrize("case", sorted(IDS))
+def test_bad_ids_and_numbers_are_usage_errors_naming_the_option(cli: Cli, case: str) -> None:
+    """An approver id that would print as two lines of the audit trail, a blank one, an
+    empty or over-long thread id, a number of seconds that is not one: exit 2, one line
+    naming the argument, nothing written."""
+    cli.start("t1")
+    before = recorded(cli)
+    args, message = IDS[case]
+    got = cli(*args)
+    assert got.code == 2 and got.stdout == "", (got.code, got.stdout, got.error)
+    assert got.error.count("\n") <= 1 and message in got.error, got.error
     assert recorded(cli) == before
