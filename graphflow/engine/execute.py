@@ -141,12 +141,14 @@ async def _enter(
     if input is not None:
         committer.take_lease = True
         th = run.thread = await store.get_thread(tid)
-        if th is not None and th.status == "running":
+        if th is not None and th.lease_owner is not None:
             owner, expires = th.lease_owner, th.lease_expires_at
             if not lease_free(owner, expires, committer.owner, now()):
-                # Another run holds it: refused now. Its run may end paused before this
-                # one's first commit, which would find the head unchanged (a pause is not a
-                # checkpoint) and the lease free, and put the input on top of a pause.
+                # Another run holds it (also one resuming a paused thread, which stays
+                # ``paused`` until its first commit): refused now. Its run may end paused
+                # before this one's first commit, which would find the head unchanged (a
+                # pause is not a checkpoint) and the lease free, and put the input on top
+                # of a pause.
                 raise ThreadBusyError(tid, owner)
         return None
     try:

@@ -19,7 +19,14 @@ import pytest
 from checkpoints import Checkpointer
 from checkpoints.lease import new_owner
 from checkpoints.models import ThreadId
-from graphflow import END, START, NothingToResumeError, StateGraph, ThreadBusyError
+from graphflow import (
+    END,
+    START,
+    NothingToResumeError,
+    StateGraph,
+    ThreadBusyError,
+    ThreadPausedError,
+)
 from graphflow.agents import (
     Agent,
     AgentNode,
@@ -114,3 +121,21 @@ def test_a_submit_whose_thread_changed_meanwhile_tries_again_on_it_as_it_is(
     assert [(d.verdict, d.by) for d in g.list_decisions("t")] == [("approve", "al")]
     bobs = [e for e in g.audit("t") if e.stage == "decision" and e.actor == "bob"]
     assert [e.applied for e in bobs] == [False, False]
+
+
+def test_a_new_input_while_a_run_resumes_the_paused_thread_is_busy_not_paused(
+    store: Checkpointer,
+) -> None:
+    """A run resuming a paused thread (running the approved call, say) leaves it ``paused``
+    until its first commit: a new input meanwhile is refused as busy (the run holds it),
+    not told to answer the pauses the run is applying."""
+    ran: list[str] = []
+    g = agent_graph(store, ran)
+    g.invoke({"messages": [{"role": "user", "content": "rm /a"}]}, thread_id="t")
+    runner = new_owner()
+    anyio.run(store.acquire_lease, T, runner, 60.0)  # (as another process's resume does)
+    with pytest.raises(ThreadBusyError):
+        g.invoke({"messages": [{"role": "user", "content": "and /b"}]}, thread_id="t")
+    anyio.run(store.release_lease, T, runner)
+    with pytest.raises(ThreadPausedError):  # free again: the pauses wait for answers
+        g.invoke({"messages": [{"role": "user", "content": "and /b"}]}, thread_id="t")
