@@ -11,8 +11,9 @@ that seq and by prev_hash links, and each deviation is named once:
   seq is not the one the head recorded.
 - ``deleted``: seqs are missing before a row that holds (the seq is the first missing one;
   the detail gives the range).
-- ``inserted``: a row that is not part of the chain (a second row for a seq, or a row that
-  claims a parent already continued) sits before the chain's last row.
+- ``inserted``: a row that is not part of the chain (a second row for a seq, a copy of an
+  event, or a row that claims a parent already continued) sits before the chain's last row;
+  the rows after a copy still continue the chain.
 - ``forked``: a row claims a parent that another row already continues, and sits after the
   chain's last row (two continuations of one event); rows that continue such a branch are
   ``forked`` too.
@@ -272,7 +273,8 @@ def _deviations(rows: Sequence[StoredRow]) -> list[VerifyProblem]:
         for it in group:
             if it is not chosen:
                 extras.append(it)
-                off_chain.add(it.row.hash)
+                if chosen is None or it.row.hash != chosen.row.hash:  # (not a mere copy)
+                    off_chain.add(it.row.hash)
         if chosen is not None:
             if chosen.why is not None:
                 report(chosen.pos, "modified", chosen.why)
@@ -292,6 +294,8 @@ def _deviations(rows: Sequence[StoredRow]) -> list[VerifyProblem]:
             parent = chain_hashes.get(it.row.prev_hash)
             if not it.sound:
                 detail = f"it is not part of the chain ({it.why})"
+            elif it.row.hash in chain_hashes:
+                detail = f"it is a copy of the event of seq {chain_hashes[it.row.hash]}"
             elif parent is not None:
                 detail = (
                     f"it claims seq {parent} as its parent (written as seq {it.key}), which "

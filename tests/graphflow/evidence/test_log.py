@@ -277,6 +277,21 @@ def test_export_jsonl_writes_every_event_and_verifies_on_its_own(tmp_path: pathl
         verify_jsonl(tmp_path / "missing.jsonl")
 
 
+def test_a_line_of_an_export_repeated_is_one_inserted_copy(tmp_path: pathlib.Path) -> None:
+    """A copy of an event (the same bytes, the same hash) is the copy alone: the events
+    after it still continue the chain (they were all reported ``forked``)."""
+    log = fill(tmp_path / "e.db", 5)
+    out = tmp_path / "e.jsonl"
+    log.export_jsonl(out)
+    lines = out.read_text(encoding="utf-8").splitlines()
+    for at in (2, 4):  # (the copy right after its event, and further on)
+        copied = [*lines[:at], lines[1], *lines[at:]]
+        out.write_text("\n".join(copied) + "\n", encoding="utf-8")
+        report = verify_jsonl(out)
+        assert [(p.seq, p.kind) for p in report.problems] == [(at + 1, "inserted")], report
+        assert report.problems[0].detail == "it is a copy of the event of seq 2"
+
+
 def test_append_takes_only_drafts() -> None:
     with pytest.raises(InvalidArgumentError, match="takes an EventDraft"):
         EvidenceLog(":memory:").append({"event_type": "x"})  # type: ignore[arg-type]
