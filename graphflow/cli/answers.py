@@ -206,7 +206,9 @@ def answer_command(
     if as_json:
         from graphflow.cli.encode import encode, pause
 
-        print_json({"pause": pause(target), "answer": encode(value), "by": by, "reason": reason})
+        # The pause as stored now: answered, by whom and when (the next run applies it)
+        now = {p.id: p for p in graph.pending_pauses(thread)}.get(pause_id, target)
+        print_json({"pause": pause(now), "answer": encode(value), "by": by, "reason": reason})
         return
     from graphflow.cli.render import compact
 

@@ -86,6 +86,19 @@ def parse_head(text: str) -> Any:
     return EvidenceHead(int(count), digest)
 
 
+def _verified(log: Any, path: str) -> None:
+    """Raise (exit 3) if the log ``audit`` just read does not verify."""
+    report = log.verify()
+    if not report.ok:
+        first = report.problems[0]
+        raise CliError(
+            f"evidence log {path!r} does not verify ({len(report.problems)} problem(s), the "
+            f"first at seq {first.seq}: {first.kind}): the trail above may have been "
+            "altered; `graphflow verify` lists every problem",
+            VERIFY_FAILED,
+        )
+
+
 @click.command("audit")
 @thread_argument()
 @_evidence_option
@@ -123,14 +136,21 @@ def audit_command(
     log = EvidenceLog(log_path)
     ctx.call_on_close(log.close)
     trail = CompiledGraph(graph.spec, graph.checkpointer, evidence=log).audit(thread)
+    # The trail is read from the log as it is: one that does not verify is said so after
+    # it (exit 3), so that an altered trail is never shown as if it held.
     if as_json:
         from graphflow.cli.encode import encode
 
         print_json(encode(trail))
-        return
-    if not trail:
+    elif not trail:
         click.echo(f"thread {thread} has no evidence events")
-        return
+    else:
+        _print_trail(trail)
+    _verified(log, log_path)
+
+
+def _print_trail(trail: list[Any]) -> None:
+    """The trail as a table, an entry a row."""
     from graphflow.cli.render import table, when
 
     def cell(value: str | None) -> str:

@@ -8,6 +8,8 @@ they print one document at the end: the ``RunResult``.
 
 from __future__ import annotations
 
+import contextlib
+import sys
 from typing import Any
 
 import click
@@ -144,7 +146,8 @@ def draw_command(graph_ref: str, as_json: bool, db: str | None) -> None:
     --db is accepted and not used."""
     from graphflow.cli import load
 
-    graph = load.graph(graph_ref)
+    with contextlib.redirect_stdout(sys.stderr):  # (what the module prints is no diagram)
+        graph = load.graph(graph_ref)
     text = graph.draw_mermaid()
     if as_json:
         print_json({"name": graph.name, "mermaid": text})

@@ -156,9 +156,12 @@ def test_answer(cli: Cli) -> None:
 
 def test_answer_json(cli: Cli) -> None:
     pause_id = _to_review(cli)
-    doc = cli("answer", "t1", pause_id, '{"ok": true}', "--json").json()
+    doc = cli("answer", "t1", pause_id, '{"ok": true}', "--by", "carol", "--json").json()
     assert doc["answer"] == {"ok": True} and doc["pause"]["pause_id"] == pause_id
     assert doc["pause"]["value"] == {"question": "publish?"}
+    # The pause as stored now: answered (not yet applied: the next run applies it)
+    assert doc["pause"]["answered"] is True and doc["pause"]["answered_by"] == "carol"
+    assert doc["pause"]["answer"] == {"ok": True}
 
 
 def test_answer_bad_input(cli: Cli) -> None:

@@ -152,6 +152,25 @@ def test_audit_of_a_damaged_event_says_which_command_shows_what_changed(cli: Cli
     assert "verify()" not in got.error
 
 
+def test_audit_of_a_log_that_does_not_verify_shows_the_trail_and_exits_3(cli: Cli) -> None:
+    """An event edited and its hash recomputed, another deleted: the trail is printed as
+    it reads, then one line says the log does not verify (exit 3)."""
+    approved(cli)
+    intact = cli("audit", "t1", "--json").json()
+    db = sqlite3.connect(evidence_path(cli), isolation_level=None)
+    try:
+        db.execute("DROP TRIGGER IF EXISTS evidence_events_no_delete")
+        db.execute("DELETE FROM evidence_events WHERE seq = 3")
+    finally:
+        db.close()
+    for args in (("audit", "t1"), ("audit", "t1", "--json")):
+        got = cli(*args)
+        assert got.code == 3, (got.code, got.error)
+        assert got.error.count("\n") <= 1 and "does not verify" in got.error
+        assert "the first at seq 3: deleted" in got.error and "`graphflow verify`" in got.error
+    assert len(cli("audit", "t1", "--json").json()) == len(intact) - 1
+
+
 def test_verify_a_truncated_log_against_the_expected_head_is_exit_3(cli: Cli) -> None:
     approved(cli)
     head = cli("verify", "--json").json()["head"]

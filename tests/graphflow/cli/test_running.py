@@ -195,6 +195,17 @@ def test_draw(cli: Cli) -> None:
     assert cli("draw").code == 2
 
 
+def test_draw_prints_only_the_diagram_on_stdout(cli: Cli) -> None:
+    """What the graph's module prints as it is imported goes to stderr: ``draw > g.mmd``
+    writes the diagram alone."""
+    (cli.cwd / "chatty.py").write_text(
+        "print('importing chatty')\nfrom flows import graph\n", encoding="utf-8"
+    )
+    got = cli("draw", "--graph", "chatty:graph")
+    assert got.code == 0 and got.stdout.startswith("flowchart TD\n")
+    assert "importing chatty" not in got.stdout and "importing chatty" in got.stderr
+
+
 LIVE = """\
 import os, time
 from typing import TypedDict
