@@ -196,12 +196,12 @@ class Worker:
         graph = graphs.get(name)
         found: WorkerResult | None = None
         if graph is None:
-            have = ", ".join(sorted(repr(n) for n in graphs))
+            have = ", ".join(sorted(_graph_name(n) for n in graphs))
             found = WorkerResult(
                 tid,
                 "failed",
-                f"thread {tid!r} is of graph {name!r}, which this worker does not have (it "
-                f"has {have}): left as it is",
+                f"thread {tid!r} is of {_graph_name(name)}, which this worker does not have "
+                f"(it has {have}): left as it is",
                 name,
                 mark.reason,
             )
@@ -319,3 +319,8 @@ def _positive(name: str, value: Any, *, integer: bool = False) -> None:
     if not ok or not math.isfinite(value) or value <= 0:
         what = "a positive int" if integer else "a positive number"
         raise InvalidArgumentError(f"Worker {name} must be {what}, not {value!r}")
+
+
+def _graph_name(name: str | None) -> str:
+    """A graph as a message names it: ``graph 'x'``, or ``an unnamed graph``."""
+    return f"graph {name!r}" if name is not None else "an unnamed graph"

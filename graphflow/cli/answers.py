@@ -84,7 +84,11 @@ def _decide(
     )
     ignored = graph.submit(thread, decisions={call_id: decision}, by=by, reason=reason)
     if ignored:
-        note = ignored[0].note or "it answered no pending call"
+        answer = suggest(f"graphflow answer {quote(thread)} {quote(call_id)} VALUE_JSON")
+        note = (ignored[0].note or "it answered no pending call").replace(
+            "answer it with resume={...}",  # (the Python call: the command is answer)
+            f"answer it with `{answer}`",
+        )
         message = f"thread {thread!r}: the {verdict} of {call_id!r} was recorded but not applied"
         if ignored[0].pause_id is None:
             raise NotFound(f"{message}: {note}")

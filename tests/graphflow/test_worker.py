@@ -137,6 +137,15 @@ async def test_a_thread_of_a_graph_the_worker_lacks_is_reported_and_left_alone()
     assert await store.get_thread(ThreadId("theirs")) == before  # untouched, lease free
     assert len(await store.list_runnable()) == 1  # still runnable, for a worker that has it
     assert statuses(await Worker([mine, other]).run_once()) == {"theirs": "done"}
+    # A thread of an unnamed graph, a worker of named ones: named in words, not as None
+    unnamed = chain(c, c.asking("ask"), store=store, name=None)
+    await unnamed.ainvoke({"log": []}, thread_id="plain")
+    await unnamed.asubmit("plain", resume="ok")
+    [r] = await Worker(mine).run_once()
+    assert r.error == (
+        "thread 'plain' is of an unnamed graph, which this worker does not have (it has "
+        "graph 'mine'): left as it is"
+    )
 
 
 @pytest.mark.parametrize("kind", ["memory", "sqlite"])

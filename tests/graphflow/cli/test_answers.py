@@ -144,6 +144,15 @@ def _to_review(cli: Cli) -> str:
     return pause_id
 
 
+def test_approve_of_an_interrupt_says_which_command_answers_it(cli: Cli) -> None:
+    pause_id = _to_review(cli)
+    got = cli("approve", "t1", pause_id)
+    assert got.code == 4 and "not a tool call" in got.error and "resume=" not in got.error
+    assert f"answer it with `graphflow answer t1 {pause_id} VALUE_JSON --db {cli.db}`" in (
+        got.error
+    )
+
+
 def test_answer(cli: Cli) -> None:
     pause_id = _to_review(cli)
     got = cli("answer", "t1", pause_id, '"yes"', "--by", "carol")
