@@ -140,6 +140,8 @@ def event(e: Any) -> str | None:
     if e.type == "task_start":
         return f"{step}{e.node} started (attempt {data.get('attempt')})"
     if e.type == "task_end":
+        if data.get("status") == "paused":
+            return None  # (its pause events follow, each a line saying what it asks)
         return f"{step}{e.node} {data.get('status')}"
     if e.type == "checkpoint":
         nxt = ", ".join(data.get("next") or []) or "nothing"

@@ -25,6 +25,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from graphflow.cli.encode import rfc3339
 from graphflow.errors import InvalidArgumentError
 from graphflow.types import ToolConfirmationPause
 
@@ -81,7 +82,8 @@ def _show_pause(pause: Any) -> None:
     print(f"      risk {r.risk}/{r.category}; rule {r.policy_rule}: {r.policy_decision}, "
           f"needs the role {r.required_role!r}")  # fmt: skip
     print(f"      reason: {r.reason}")
-    print(f"      action digest {r.action_digest}; expires {r.expires_at}")
+    expires = rfc3339(r.expires_at) if r.expires_at is not None else "never"
+    print(f"      action digest {r.action_digest}; expires {expires}")
 
 
 def main(db: str | None = None, answer: str | Callable[[], str] = "approve") -> int:
@@ -119,7 +121,7 @@ def main(db: str | None = None, answer: str | Callable[[], str] = "approve") -> 
         args = ["deny", thread, call, "--by", "carol", "--reason", "no receipt"]
     _say("2 decide", f"an approver process records: graphflow {shlex.join(args)}")
     _relay(_cli(db, *args), "approval")
-    print("      nothing ran yet: the decision is stored, bound to the call's digest")
+    print("      the decision is bound to the call's digest; the refund waits for a worker")
 
     _say("3 worker", f"a worker process resumes what is answered: graphflow worker "
                      f"--graph {GRAPH_REF} --once")  # fmt: skip

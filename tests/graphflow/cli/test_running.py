@@ -69,6 +69,11 @@ def test_run_debug_prints_every_event(cli: Cli) -> None:
     assert got.code == 0, got.stderr
     assert "[step 0] first started (attempt 1)" in got.stdout
     assert "[step 0] first completed" in got.stdout
+    # A task that paused: one line, its pause's (what it asks), not its end and its pause
+    paused = [
+        line for line in got.stdout.splitlines() if line.startswith("[step") and " paused" in line
+    ]
+    assert paused == ['[step 1] sub.check paused (interrupt): "inner ok?"'], paused
     assert "checkpoint " in got.stdout and "(next: sub)" in got.stdout
 
 
@@ -275,6 +280,9 @@ def test_json_stdout_holds_the_document_alone_when_user_code_prints(cli: Cli) ->
     assert "node says hello" in resumed.stderr
     drawn = cli("draw", "--graph", "chatty:graph", "--json")
     assert drawn.code == 0 and "mermaid" in drawn.json()
-    # Without --json, text is text: the prints stay where the user put them.
+    # Without --json, draw's stdout is still data (a diagram to redirect): prints go to
+    # stderr; run's text stays text, the prints where the user put them.
     text = cli.sub("draw", "--graph", "chatty:graph")
-    assert text.stdout.startswith("loading chatty")
+    assert text.stdout.startswith("flowchart TD") and "loading chatty" in text.stderr
+    ran = cli.sub("run", "--graph", "chatty:graph", "--thread", "t2", "--input", "{}")
+    assert ran.stdout.startswith("loading chatty")
