@@ -62,7 +62,7 @@ class ModelError(GraphflowError):
         self.body = body
 
 
-class ScriptExhaustedError(GraphflowError):
+class ScriptExhaustedError(RuntimeError):
     """A :class:`ScriptedModel` was asked for more responses than its script holds."""
 
     def __init__(self, name: str, count: int):

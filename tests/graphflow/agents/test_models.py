@@ -67,10 +67,23 @@ async def test_scripted_model_exhaustion_names_the_script() -> None:
     transcript = [only.to_message("t0"), Message(role="user", content="again")]
     with pytest.raises(ScriptExhaustedError, match=r"'triage-script'.*had 1 response\b") as info:
         await model.generate(transcript, [])
-    assert isinstance(info.value, GraphflowError)
+    assert not isinstance(info.value, GraphflowError)  # (a model's failure: a node's error)
     assert len(model.calls) == 2  # the failing request is recorded too
     with pytest.raises(ScriptExhaustedError, match=r"'ScriptedModel'.*had 0 responses"):
         await ScriptedModel([]).generate([], [])
+
+
+def test_a_run_whose_script_ran_out_fails_naming_the_node() -> None:
+    """As any exception of a node: a ``NodeError`` naming it, the exhaustion its cause."""
+    from graphflow import END, START, NodeError, StateGraph
+    from graphflow.agents import Agent, AgentNode, MessagesState
+
+    agent = Agent("triage", ScriptedModel([], name="triage-script"), [])
+    builder = StateGraph(MessagesState).add_node(AgentNode(agent))
+    graph = builder.add_edge(START, "triage").add_edge("triage", END).compile()
+    with pytest.raises(NodeError) as info:
+        graph.invoke({"messages": [{"role": "user", "content": "hi"}]}, thread_id="t")
+    assert info.value.node == "triage" and isinstance(info.value.__cause__, ScriptExhaustedError)
 
 
 # -- OpenAIChatModel against a local chat-completions server ---------------------------------
