@@ -116,7 +116,9 @@ class _Graphflow(click.Group):
             return super().invoke(ctx)
         except (click.exceptions.ClickException, click.exceptions.Exit, CliError):
             raise
-        except click.exceptions.Abort:  # a prompt that got no answer
+        except click.exceptions.Abort as e:  # a prompt that got no answer, or a Ctrl-C
+            if _by_ctrl_c(e):
+                raise CliError("interrupted", INTERRUPTED) from None
             raise CliError("aborted: no answer was given") from None
         except KeyboardInterrupt:
             raise CliError("interrupted", INTERRUPTED) from None
@@ -154,11 +156,16 @@ class _Graphflow(click.Group):
         except click.exceptions.ClickException as e:  # such as a file option that cannot open
             code = fail(e.format_message(), e.exit_code or ERROR)
         except click.exceptions.Abort as e:  # Ctrl-C or end of input while click parsed
-            interrupted = isinstance(e.__cause__, KeyboardInterrupt)
-            code = fail("interrupted", INTERRUPTED) if interrupted else fail("aborted")
+            code = fail("interrupted", INTERRUPTED) if _by_ctrl_c(e) else fail("aborted")
         if standalone_mode:
             sys.exit(code)
         return code
+
+
+def _by_ctrl_c(abort: click.exceptions.Abort) -> bool:
+    """Whether click's ``Abort`` stands for a Ctrl-C (click raises it ``from None`` at its
+    prompts: the ``KeyboardInterrupt`` is its context, an ``EOFError`` for end of input)."""
+    return isinstance(abort.__cause__ or abort.__context__, KeyboardInterrupt)
 
 
 def _is_sqlite_error(error: Exception) -> bool:

@@ -141,3 +141,24 @@ def test_demo_interactive_without_an_answer_is_one_line(tmp_path: pathlib.Path) 
     )  # fmt: skip
     assert proc.returncode == 1
     assert proc.stderr == "graphflow: error: aborted: no answer was given\n"
+
+
+def test_ctrl_c_at_the_interactive_prompt_is_exit_130(tmp_path: pathlib.Path) -> None:
+    """A Ctrl-C at the approver's prompt: interrupted (130), not "no answer was given"."""
+    import signal
+
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "graphflow", "demo", "--interactive", "--db", "d.db"],
+        cwd=tmp_path, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+        text=True,
+    )  # fmt: skip
+    assert proc.stdout is not None
+    seen = ""
+    while "Approve the refund?" not in seen:  # (the prompt has no newline: read by chars)
+        char = proc.stdout.read(1)
+        assert char, "the demo ended before it asked"
+        seen += char
+    proc.send_signal(signal.SIGINT)
+    _, err = proc.communicate(timeout=60)
+    assert proc.returncode == 130, (proc.returncode, err)
+    assert err == "graphflow: error: interrupted\n"
