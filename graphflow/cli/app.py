@@ -19,6 +19,7 @@ import click
 from graphflow.cli import answers, evidence, policy, running, threads, worker
 from graphflow.cli.common import (
     ERROR,
+    INTERRUPTED,
     NOT_FOUND,
     OK,
     USAGE,
@@ -28,8 +29,6 @@ from graphflow.cli.common import (
     one_line,
     suggest,
 )
-
-INTERRUPTED = 130
 
 
 def _version(ctx: click.Context, _param: click.Parameter, value: bool) -> None:

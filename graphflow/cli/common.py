@@ -18,6 +18,8 @@ import click
 
 OK, ERROR, USAGE, VERIFY_FAILED, NOT_FOUND = 0, 1, 2, 3, 4
 """The exit codes: 0 ok, 1 error, 2 usage, 3 verification failed, 4 not found."""
+INTERRUPTED = 130
+"""The exit code after a Ctrl-C (128 + SIGINT, as shells report it)."""
 
 DEFAULT_DB = "graphflow.db"
 

@@ -9,12 +9,19 @@ they print one document at the end: the ``RunResult``.
 from __future__ import annotations
 
 import contextlib
+import os
+import shlex
+import signal
 import sys
+import threading
+from collections.abc import Iterator
+from types import FrameType
 from typing import Any
 
 import click
 
 from graphflow.cli.common import (
+    INTERRUPTED,
     Usage,
     checked,
     database,
@@ -24,8 +31,48 @@ from graphflow.cli.common import (
     json_option,
     parse_json,
     print_json,
+    suggest,
     thread_argument,
 )
+
+
+@contextlib.contextmanager
+def _ctrl_c_twice(thread: str) -> Iterator[None]:
+    """While a run streams: the first Ctrl-C stops it after the step under way (a node
+    running then is let finish, and its step committed), saying so; a second one stops the
+    process at once, as ``kill`` would (the thread is left ``running``, its owner gone: the
+    next run of it, or a worker, takes it over and runs that step again)."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    presses = 0
+
+    def on_sigint(signum: int, frame: FrameType | None) -> None:
+        nonlocal presses
+        presses += 1
+        if presses == 1:
+            click.echo(
+                "graphflow: stopping after the step under way (a node running now finishes "
+                "first); Ctrl-C again to stop at once",
+                err=True,
+            )
+            raise KeyboardInterrupt
+        with contextlib.suppress(Exception):
+            sys.stdout.flush()
+            again = suggest(f"graphflow resume {shlex.quote(thread)} --graph MODULE:ATTR")
+            click.echo(
+                f"graphflow: error: interrupted at once: thread {thread!r} is left running, "
+                f"its step not committed; `{again}` runs it again",
+                err=True,
+            )
+            sys.stderr.flush()
+        os._exit(INTERRUPTED)
+
+    before = signal.signal(signal.SIGINT, on_sigint)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGINT, before)
 
 
 def _execute(
@@ -41,11 +88,12 @@ def _execute(
 
     mode = "debug" if debug else "updates"
     last = None
-    for event in graph.stream(value, thread_id=thread, principal=principal, mode=mode):
-        line = render.event(event)
-        if line is not None:
-            click.echo(line)
-        last = event
+    with _ctrl_c_twice(thread):
+        for event in graph.stream(value, thread_id=thread, principal=principal, mode=mode):
+            line = render.event(event)
+            if line is not None:
+                click.echo(line)
+            last = event
     if last is None or last.type == "done":
         state = render.compact(last.data if last is not None else None, render.WIDTH)
         click.echo(f"thread {thread}: done; state {state}")

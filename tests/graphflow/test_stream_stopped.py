@@ -101,3 +101,52 @@ def test_ctrl_c_of_graphflow_run_leaves_the_thread_paused(tmp_path: Path) -> Non
     resumed = subprocess.run([*cmd, "resume", "s", "--graph", "sleepy:graph"], cwd=tmp_path,
                              env=env, capture_output=True, text=True)  # fmt: skip
     assert resumed.returncode == 0 and '"x": 2' in resumed.stdout, resumed
+
+
+STUCK = """
+import os, pathlib, time
+from typing import TypedDict
+from graphflow import END, START, StateGraph
+
+class S(TypedDict, total=False):
+    x: int
+
+def slow(s):
+    pathlib.Path("started").write_text("")
+    time.sleep(float(os.environ.get("SLOW", "0")))
+    pathlib.Path("ended").write_text("")
+    return {"x": 1}
+
+b = StateGraph(S).add_node("slow", slow).add_node("after", lambda s: {"x": 2})
+graph = b.add_edge(START, "slow").add_edge("slow", "after").add_edge("after", END).compile()
+"""
+
+
+def test_a_second_ctrl_c_of_graphflow_run_stops_it_at_once(tmp_path: Path) -> None:
+    """The first Ctrl-C says the run stops after the step under way; the second stops the
+    process without waiting for the node (as a kill would): the thread is left running,
+    its owner gone, and the next run takes it over and runs that step again."""
+    (tmp_path / "stuck.py").write_text(STUCK)
+    env = {k: v for k, v in os.environ.items() if k != "GRAPHFLOW_DB"}
+    cmd = [sys.executable, "-m", "graphflow", "--db", "s.db"]
+    run = subprocess.Popen(
+        [*cmd, "run", "--graph", "stuck:graph", "--thread", "s", "--input", "{}"],
+        cwd=tmp_path, env={**env, "SLOW": "600"}, stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE, text=True,
+        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
+    )  # fmt: skip
+    while not (tmp_path / "started").exists():
+        time.sleep(0.02)
+    run.send_signal(signal.SIGINT)
+    assert run.stderr is not None
+    first = run.stderr.readline()
+    assert first.startswith("graphflow: stopping after the step under way"), first
+    run.send_signal(signal.SIGINT)
+    _, err = run.communicate(timeout=60)
+    assert run.returncode == 130 and "Traceback" not in err, err
+    assert err.startswith("graphflow: error: interrupted at once: thread 's' is left running")
+    assert "`graphflow resume s --graph stuck:graph --db s.db` runs it again" in err
+    assert not (tmp_path / "ended").exists()  # the node was not waited for
+    resumed = subprocess.run([*cmd, "resume", "s", "--graph", "stuck:graph"], cwd=tmp_path,
+                             env=env, capture_output=True, text=True)  # fmt: skip
+    assert resumed.returncode == 0 and '"x": 2' in resumed.stdout, resumed
