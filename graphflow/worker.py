@@ -196,11 +196,11 @@ class Worker:
         graph = graphs.get(name)
         found: WorkerResult | None = None
         if graph is None:
-            have = ", ".join(sorted(_graph_name(n) for n in graphs))
+            have = ", ".join(sorted(graph_label(n) for n in graphs))
             found = WorkerResult(
                 tid,
                 "failed",
-                f"thread {tid!r} is of {_graph_name(name)}, which this worker does not have "
+                f"thread {tid!r} is of {graph_label(name)}, which this worker does not have "
                 f"(it has {have}): left as it is",
                 name,
                 mark.reason,
@@ -321,6 +321,6 @@ def _positive(name: str, value: Any, *, integer: bool = False) -> None:
         raise InvalidArgumentError(f"Worker {name} must be {what}, not {value!r}")
 
 
-def _graph_name(name: str | None) -> str:
+def graph_label(name: str | None) -> str:
     """A graph as a message names it: ``graph 'x'``, or ``an unnamed graph``."""
     return f"graph {name!r}" if name is not None else "an unnamed graph"

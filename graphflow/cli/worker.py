@@ -76,14 +76,16 @@ def worker_command(
     path = existing_database(ctx, db)
     ctx.meta["graphflow.db"] = path
     from graphflow.compiled import CompiledGraph
-    from graphflow.worker import Worker, WorkerResult
+    from graphflow.worker import Worker, WorkerResult, graph_label
 
     store = load.store(path)
     graphs = [CompiledGraph(g.spec, store) for g in compiled]  # one store for all
 
+    done: list[WorkerResult] = []
+
     def progress(r: WorkerResult) -> None:
         if as_json:
-            print_json(r.to_dict())
+            done.append(r)  # (one document, printed when the worker stops)
         else:
             click.echo(_line(r))
 
@@ -95,7 +97,16 @@ def worker_command(
         on_result=None if once else progress,
     )
     if not once:
+        names = ", ".join(graph_label(g.name) for g in graphs)
+        click.echo(
+            f"graphflow worker: resuming the threads of {names} on {path!r}, {concurrency} "
+            "at a time; Ctrl-C or SIGTERM stops it"
+            + (" (then prints what it did, as JSON)" if as_json else ""),
+            err=True,
+        )
         worker.run_forever()
+        if as_json:
+            print_json([r.to_dict() for r in done])
         return
     import anyio
 
