@@ -67,6 +67,7 @@ EXPECTED = {
         "StorePathError",
         "TaskRecord",
         "TaskSpec",
+        "ThreadChangedError",
         "ThreadInfo",
         "ThreadRecord",
         "ThreadUpdate",
