@@ -146,10 +146,9 @@ class Redactor:
             *_FIXED_PATTERNS,
             rf"(?<!{word})(?P<assign>(?P<assign_name>{word}+)=)(?P<assign_value>[^\s&;,\"'<>]+)",
             # (either quote, for JSON and for Python's repr of a dict: an exception's text)
-            rf"(?P<quoted>(?P<q1>[\"'])(?P<quoted_name>{word}+)(?P=q1)[ \t]*:[ \t]*(?P<q2>[\"']))"
-            r"(?P<quoted_value>(?:(?!(?P=q2))[^\\]|\\.)+)",
-            rf"(?P<bare>(?P<q3>[\"'])(?P<bare_name>{word}+)(?P=q3)[ \t]*:[ \t]*)"
-            r"(?P<bare_value>[^\s\"',}\]]+)",
+            rf"(?P<quoted>(?P<q1>[\"'])(?P<quoted_name>{word}+)(?P=q1)[ \t]*:[ \t]*"
+            r"(?:(?P<q2>[\"'])|(?=[^\s\"',}\]])))"
+            r"(?P<quoted_value>(?(q2)(?:(?!(?P=q2))[^\\]|\\.)+|[^\s\"',}\]]+))",
         ]
         self._pattern = re.compile("|".join(patterns), re.DOTALL)
 
@@ -257,7 +256,7 @@ class Redactor:
             return m.group("bearer_word") + digest(m.group("bearer"))
         if m.group("header_value") is not None:
             return m.group("header") + digest(m.group("header_value"))
-        for kind in ("assign", "quoted", "bare"):
+        for kind in ("assign", "quoted"):
             value = m.group(f"{kind}_value")
             if value is not None:
                 if not self.is_secret_key(m.group(f"{kind}_name")):
