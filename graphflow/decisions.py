@@ -22,7 +22,6 @@ from enum import Enum
 from typing import Any, Literal
 from uuid import UUID
 
-from graphflow import arguments
 from graphflow.errors import InvalidArgumentError
 
 Verdict = Literal["approve", "deny"]
@@ -66,8 +65,6 @@ class Decision:
                 object.__setattr__(self, "roles", tuple(str(r) for r in roles))
         if self.by == "":
             raise InvalidArgumentError("a decision's by must be a non-empty id, or None")
-        if self.by is not None:
-            arguments.identity("a decision's by", self.by)
         if isinstance(self.roles, str) or not all(isinstance(r, str) and r for r in self.roles):
             raise InvalidArgumentError(
                 f"a decision's roles must be a tuple of role names, not {self.roles!r:.60}"

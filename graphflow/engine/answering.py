@@ -50,7 +50,9 @@ async def submit(
 
     The records are written only if the thread is still as it was read, idle, in the same
     transaction (``record_answers(if_idle_at=...)``): a run that took it meanwhile makes
-    this a ``ThreadBusyError``; one that came and went, a new try on the thread as it is now.
+    this a ``ThreadBusyError``; one that came and went, a new try while the thread waits on
+    the same pauses, else ``ThreadChangedError`` (the answers were given to pauses that are
+    gone: nothing is recorded, and the caller reads the pauses again).
     """
     if resume is UNSET and not decisions:
         raise InvalidArgumentError("submit needs decisions= or resume= to record")
@@ -60,17 +62,29 @@ async def submit(
             for k, d in decisions.items()
         }
         by = principal_name(by)
+    answering: tuple[str, ...] | None = None  # the pauses of the first try
     for attempt in itertools.count(1):
         try:
-            return await _submit(store, thread_id, decisions, resume, by, reason, evidence)
-        except ThreadChangedError:
-            if attempt == SUBMIT_TRIES:
-                raise
+            return await _submit(
+                store, thread_id, decisions, resume, by, reason, evidence, answering
+            )
+        except _Changed as changed:
+            if attempt == SUBMIT_TRIES or (answering is not None and changed.pending != answering):
+                raise changed.error from None
+            answering = changed.pending
     raise AssertionError("unreachable")  # pragma: no cover
 
 
 SUBMIT_TRIES = 5
 """Tries of a ``submit`` whose thread keeps changing between its read and its write."""
+
+
+class _Changed(Exception):
+    """A try of ``submit`` met ``ThreadChangedError``: the pauses it had read."""
+
+    def __init__(self, error: ThreadChangedError, pending: tuple[str, ...]):
+        super().__init__(str(error))
+        self.error, self.pending = error, pending
 
 
 async def _submit(
@@ -81,8 +95,10 @@ async def _submit(
     by: Any,
     reason: str | None,
     evidence: EvidenceLog | None,
+    answering: tuple[str, ...] | None,
 ) -> tuple[DecisionRecord, ...]:
-    """One try of ``submit``: read the thread, resolve the answers, write them fenced."""
+    """One try of ``submit``: read the thread, resolve the answers, write them fenced. A
+    try after the first (``answering``: the pauses the first read) answers only those."""
     th = await store.get_thread(ThreadId(thread_id))
     if th is None:
         raise ThreadNotFoundError(thread_id)
@@ -95,6 +111,8 @@ async def _submit(
         # call: a decision now could not take effect, yet would be recorded as applied.
         raise ThreadBusyError(thread_id, th.lease_owner, answering=True)
     pending = list(th.pending_pause_ids)
+    if answering is not None and tuple(sorted(pending)) != answering:
+        raise _Changed(ThreadChangedError(thread_id), tuple(sorted(pending)))
     if not pending:
         raise NothingToResumeError(thread_id)
     records = await store.get_pauses(th.thread_id, pending)
@@ -128,6 +146,8 @@ async def _submit(
             await witness.flush()  # (best effort: the error below is what the caller sees)
             if isinstance(e, LeaseHeldError):  # a run took the thread since it was read
                 raise ThreadBusyError(thread_id, e.owner, answering=True) from e
+            if isinstance(e, ThreadChangedError):
+                raise _Changed(e, tuple(sorted(pending))) from None
             raise
     return found.ignored
 

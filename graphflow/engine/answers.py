@@ -81,7 +81,8 @@ def check_decisions(decisions: Any) -> dict[str, Decision]:
                 "agent's AccessControl assignments"
             )
         out[key] = d = Decision.coerce(value)
-        arguments.text(f"decision {key!r}: by", d.by)
+        if d.by is not None:  # (checked here, as given: a stored answer is read as it was)
+            arguments.identity(f"decision {key!r}: by", d.by)
         arguments.text(f"decision {key!r}: reason", d.reason)
     return out
 

@@ -10,14 +10,13 @@ import anyio
 import pytest
 from pydantic import BaseModel
 
-from checkpoints import Checkpointer, SerializationError
+from checkpoints import Checkpointer, SerializationError, ThreadChangedError
 from checkpoints.lease import new_owner
 from checkpoints.models import ThreadId
 from graphflow import (
     END,
     START,
     InvalidArgumentError,
-    NothingToResumeError,
     StateGraph,
     ThreadBusyError,
     ThreadPausedError,
@@ -331,9 +330,12 @@ def test_a_deny_while_a_run_takes_the_thread_is_refused_not_recorded(
     assert g.invoke(None, thread_id="t").status == "done" and ran == ["/a"]
 
 
-def test_a_submit_whose_thread_changed_meanwhile_tries_again_on_it_as_it_is(
+def test_a_submit_whose_pauses_went_meanwhile_records_nothing(
     store: Checkpointer, monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    """A run came and went between submit's read and its write: the pauses submit answered
+    are gone, so nothing is recorded (its answers are never given to pauses that came
+    after, which its caller never saw): ``ThreadChangedError``."""
     ran: list[str] = []
     g = _agent_graph(store, ran)
 
@@ -341,13 +343,35 @@ def test_a_submit_whose_thread_changed_meanwhile_tries_again_on_it_as_it_is(
         await g.ainvoke(None, thread_id="t", decisions={"call_1": Decision.approve(by="al")})
 
     calls = between_read_and_write(store, monkeypatch, a_run_comes_and_goes)
-    with pytest.raises(NothingToResumeError):  # as a submit made after that run
+    with pytest.raises(ThreadChangedError, match="read its pauses again"):
         g.submit("t", decisions={"call_1": Decision.deny(reason="no", by="bob")})
     assert calls  # (the run happened inside submit's first try)
     assert ran == ["/a"] and g.get_state("t").values.messages[-1].content == "done"
     assert [(d.verdict, d.by) for d in g.list_decisions("t")] == [("approve", "al")]
     bobs = [e for e in g.audit("t") if e.stage == "decision" and e.actor == "bob"]
     assert [e.applied for e in bobs] == [False, False]
+
+
+def test_a_submit_whose_thread_changed_but_waits_on_the_same_pauses_tries_again(
+    store: Checkpointer, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Frozen and unfrozen between submit's read and its write: the thread changed, and it
+    waits on the pauses submit answered, so the next try records the answer."""
+    ran: list[str] = []
+    g = _agent_graph(store, ran)
+
+    async def frozen_and_unfrozen() -> None:
+        await g.afreeze("t", by="secops", reason="incident")
+        await g.aunfreeze("t", by="secops", reason="cleared")
+
+    calls = between_read_and_write(store, monkeypatch, frozen_and_unfrozen)
+    assert g.submit("t", decisions={"call_1": Decision.approve(by="alice")}) == ()
+    assert calls
+    alices = [e for e in g.audit("t") if e.stage == "decision" and e.actor == "alice"]
+    assert [e.applied for e in alices] == [False, False, True]  # a try not recorded, then one
+    records = g.list_decisions("t")
+    assert [(d.verdict, d.by, d.applied) for d in records] == [("approve", "alice", True)]
+    assert g.invoke(None, thread_id="t").status == "done" and ran == ["/a"]
 
 
 def test_a_new_input_while_a_run_resumes_the_paused_thread_is_busy_not_paused(
@@ -365,3 +389,19 @@ def test_a_new_input_while_a_run_resumes_the_paused_thread_is_busy_not_paused(
     anyio.run(store.release_lease, T, runner)
     with pytest.raises(ThreadPausedError):  # free again: the pauses wait for answers
         g.invoke({"messages": [{"role": "user", "content": "and /b"}]}, thread_id="t")
+
+
+def test_an_answer_stored_with_an_approver_id_taken_before_is_still_applied(
+    store: Checkpointer,
+) -> None:
+    """Approver ids are checked as they are given: an approval stored by an earlier version,
+    whose id holds a newline, still lets the thread resume (it failed every resume)."""
+    from checkpoints.models import AnswerRecord
+
+    ran: list[str] = []
+    g = _agent_graph(store, ran)
+    (p,) = g.pending_pauses("t")
+    value = {"verdict": "approve", "fingerprint": p.request.fingerprint, "by": "ops\nteam",
+             "reason": None, "expires_at": None, "roles": []}  # fmt: skip
+    anyio.run(store.record_answers, T, [], [AnswerRecord(p.id, T, value, "ops\nteam", None)])
+    assert g.invoke(None, thread_id="t").status == "done" and ran == ["/a"]

@@ -112,12 +112,19 @@ def test_text_that_cannot_be_stored_is_refused_before_anything_is_written(
     assert graph.get_state("t").next == ("ask",)
 
 
-@pytest.mark.parametrize("by", ["  ", "bo\nb", "a\x00b", "x\u2028"[:1] + "\t"])
-def test_a_decision_by_no_one_printable_is_refused(by: str) -> None:
-    with pytest.raises(InvalidArgumentError, match="a decision's by"):
-        Decision.approve(by=by)
-    with pytest.raises(InvalidArgumentError, match="a decision's by"):
-        Decision.deny(reason="r", by=by)
+@pytest.mark.parametrize("by", ["  ", "bo\nb", "a\x00b", "x\t"])
+def test_a_decision_by_no_one_printable_is_refused_as_given(
+    graph: Any, tmp_path: Path, by: str
+) -> None:
+    """Checked where a decision is given (``decisions=`` of submit and invoke), before
+    anything is written; an answer stored by an earlier version is read as it was."""
+    before = files(tmp_path)
+    for decision in (Decision.approve(by=by), Decision.deny(reason="r", by=by)):
+        with pytest.raises(InvalidArgumentError, match="decision 'c': by"):
+            graph.submit("t", decisions={"c": decision})
+        with pytest.raises(InvalidArgumentError, match="decision 'c': by"):
+            graph.invoke(None, thread_id="t", decisions={"c": decision})
+    assert files(tmp_path) == before
 
 
 def test_a_thread_id_of_the_longest_length_is_taken(graph: Any) -> None:
