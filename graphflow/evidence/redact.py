@@ -50,10 +50,11 @@ _INT_MIN = -(2**53 - 1)
 _NOT_ALNUM = re.compile(r"[^a-z0-9]+")
 
 # Secret formats recognised anywhere in text. The PEM body is matched lazily to its END
-# line, or to the end of the text when the key was cut off.
+# line, or to the end of the text when the key was cut off; its header's words are bounded
+# (unbounded, a long run of them took quadratic time).
 _FIXED_PATTERNS = (
-    r"(?P<pem>-----BEGIN[A-Z0-9 ]*PRIVATE KEY[A-Z0-9 ]*-----"
-    r"(?:.*?-----END[A-Z0-9 ]*PRIVATE KEY[A-Z0-9 ]*-----|.*))",
+    r"(?P<pem>-----BEGIN[A-Z0-9 ]{0,40}PRIVATE KEY[A-Z0-9 ]{0,40}-----"
+    r"(?:.*?-----END[A-Z0-9 ]{0,40}PRIVATE KEY[A-Z0-9 ]{0,40}-----|.*))",
     r"(?P<bearer_word>\b(?i:bearer)\s+)(?P<bearer>[A-Za-z0-9\-._~+/]+=*)",
     r"(?P<key>\bsk-[A-Za-z0-9_\-]{16,}"
     r"|\b[sr]k_(?:live|test)_[A-Za-z0-9]{16,}"
@@ -141,16 +142,27 @@ class Redactor:
         # ``name=value`` and ``"name": "value"`` are found whatever the name (a linear scan:
         # each match starts at a word's start) and replaced only when the name is a secret
         # key (``_replace``).
+        # The value of a name that is no secret key is scanned in turn (``_replace``), once,
+        # without the quoted form (a URL's query in a dict's value: ``'url': '...?token=x'``).
         word = r"[A-Za-z0-9_.\-]"
-        patterns = [
-            *_FIXED_PATTERNS,
-            rf"(?<!{word})(?P<assign>(?P<assign_name>{word}+)=)(?P<assign_value>[^\s&;,\"'<>]+)",
-            # (either quote, for JSON and for Python's repr of a dict: an exception's text)
+        assign = (
+            rf"(?<!{word})(?P<assign>(?P<assign_name>{word}+)=)(?P<assign_value>[^\s&;,\"'<>]+)"
+        )
+        # (either quote, for JSON and for Python's printing of a dict: an exception's text;
+        # a bare value whole: a number, b'...', or a list, dict or tuple to its first close)
+        quoted = (
             rf"(?P<quoted>(?P<q1>[\"'])(?P<quoted_name>{word}+)(?P=q1)[ \t]*:[ \t]*"
             r"(?:(?P<q2>[\"'])|(?=[^\s\"',}\]])))"
-            r"(?P<quoted_value>(?(q2)(?:(?!(?P=q2))[^\\]|\\.)+|[^\s\"',}\]]+))",
-        ]
-        self._pattern = re.compile("|".join(patterns), re.DOTALL)
+            r"(?P<quoted_value>(?(q2)(?:(?!(?P=q2))[^\\]|\\.)+"
+            r"|(?:b?(?:'[^']*'?|\"[^\"]*\"?)|\[[^\]]*\]?|\{[^}]*\}?|\([^)]*\)?|[^\s\"',}\]]+)))"
+        )
+        never = "(?!)"  # (the form's groups are kept, and never match)
+
+        def compiled(*forms: str) -> re.Pattern[str]:
+            return re.compile("|".join([*_FIXED_PATTERNS, *forms]), re.DOTALL)
+
+        self._pattern = compiled(assign, quoted)
+        self._inner = compiled(assign, never + quoted)
 
     def is_secret_key(self, key: str) -> bool:
         """Whether values under ``key`` are stored as digests."""
@@ -252,6 +264,14 @@ class Redactor:
         raise _BadValue(f"a {t.__module__}.{t.__qualname__} is not JSON-like")
 
     def _replace(self, m: re.Match[str]) -> str:
+        return self._replaced(m, True)
+
+    def _replace_inner(self, m: re.Match[str]) -> str:
+        return self._replaced(m, False)
+
+    def _replaced(self, m: re.Match[str], deep: bool) -> str:
+        """A match's text with its secret replaced; with ``deep``, the value of a name that
+        is no secret key scanned in turn (once: a value inside it is not)."""
         if m.group("bearer") is not None:
             return m.group("bearer_word") + digest(m.group("bearer"))
         if m.group("header_value") is not None:
@@ -260,7 +280,9 @@ class Redactor:
             value = m.group(f"{kind}_value")
             if value is not None:
                 if not self.is_secret_key(m.group(f"{kind}_name")):
-                    return m.group(0)
+                    if not deep or self._inner.search(value) is None:
+                        return m.group(0)
+                    return m.group(kind) + self._inner.sub(self._replace_inner, value)
                 return m.group(kind) + digest(value)
         return digest(m.group(0))
 
@@ -275,8 +297,8 @@ class Redactor:
 
 _PLAIN = Redactor((), _text=False)
 
-_PEM_BEGIN = re.compile(r"-----BEGIN[A-Z0-9 ]*PRIVATE KEY[A-Z0-9 ]*-----")
-_PEM_END = re.compile(r"-----END[A-Z0-9 ]*PRIVATE KEY[A-Z0-9 ]*-----")
+_PEM_BEGIN = re.compile(r"-----BEGIN[A-Z0-9 ]{0,40}PRIVATE KEY[A-Z0-9 ]{0,40}-----")
+_PEM_END = re.compile(r"-----END[A-Z0-9 ]{0,40}PRIVATE KEY[A-Z0-9 ]{0,40}-----")
 
 
 def _pem_lines(v: Any, items: list[Any]) -> None:

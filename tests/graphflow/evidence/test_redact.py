@@ -124,6 +124,32 @@ def test_python_reprs_of_secret_keys_are_redacted_too() -> None:
         assert r.text(kept) == kept
 
 
+def test_a_secret_in_the_value_of_an_ordinary_key_is_redacted() -> None:
+    """The value of a key that is no secret is scanned in turn: a provider's error message,
+    a header, a URL's query (as a dict's value, or as ``name=value``)."""
+    r = Redactor()
+    sk = "sk-proj-AAAABBBBCCCCDDDD1111"
+    openai = f"{{'error': {{'message': 'Incorrect API key provided: {sk}', 'type': 'x'}}}}"
+    assert r.text(openai) == openai.replace(sk, sha(sk))
+    assert r.text("{'headers': 'Authorization: Bearer abc.def'}") == (
+        "{'headers': 'Authorization: " + sha("Bearer abc.def") + "'}"
+    )
+    assert r.text("{'url': 'https://h/?token=abc&x=1'}") == (
+        "{'url': 'https://h/?token=" + sha("abc") + "&x=1'}"
+    )
+    assert r.text("url=https://h/?token=abc") == "url=https://h/?token=" + sha("abc")
+    assert r.text('{"msg": "Bearer xyz"}') == '{"msg": "Bearer ' + sha("xyz") + '"}'
+    assert r.text("{'e': 'x " + PEM + "'}") == "{'e': 'x " + sha(PEM) + "'}"
+
+
+def test_a_secret_keys_bare_value_is_redacted_whole() -> None:
+    r = Redactor()
+    assert r.text("{'password': b'hunter2'}") == "{'password': " + sha("b'hunter2'") + "}"
+    assert r.text("{'token': ['hunter2', 'x']}") == "{'token': " + sha("['hunter2', 'x']") + "}"
+    assert r.text("{'secret': {'a': 1}}") == "{'secret': " + sha("{'a': 1}") + "}"
+    assert r.text("{'secret': ('a', 1)}") == "{'secret': " + sha("('a', 1)") + "}"
+
+
 def test_a_private_key_given_as_a_list_of_lines_is_redacted_whole() -> None:
     lines = ["-----BEGIN PRIVATE KEY-----", "MIIEvAIBADANBgkqhkiG9w0BAQEFAASC",
              "BKcwggSjAgEAAoIBAQC7", "-----END PRIVATE KEY-----", "after"]  # fmt: skip
@@ -167,7 +193,9 @@ def test_redaction_stays_linear_on_adversarial_text() -> None:
         "from graphflow.evidence.redact import Redactor\n"
         "r = Redactor()\n"
         "texts = ('token' * 100_000, 'token=' * 100_000, '\"token\":' * 100_000, 'A' * 500_000,\n"
-        "         \"'token': \" * 100_000, \"'token': '\" * 100_000, \"'a': 1, \" * 100_000)\n"
+        "         \"'token': \" * 100_000, \"'token': '\" * 100_000, \"'a': 1, \" * 100_000,\n"
+        "         '-----BEGIN ' + 'PRIVATE KEY ' * 40_000, \"'a': [\" * 100_000,\n"
+        "         \"'a': {'b': '\" * 50_000, 'x=y=' * 100_000, \"'u': 'a=b' \" * 50_000)\n"
         "for text in texts:\n"
         "    r.text(text)\n"
     )
