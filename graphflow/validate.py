@@ -108,6 +108,12 @@ def validate(
             check_ref(t, what, allow_start=False, allow_end=True)
     for sources, t in edges.joins:
         what = f"join [{', '.join(map(_show, sources))}] -> {_show(t)}"
+        if not sources:
+            why = "waits for no node: give add_edge a node or a list of the nodes to wait for"
+            problems.append((f"{what} {why}", (t,)))
+        if START in sources:
+            why = "waits for START, which is no node that finishes: join nodes only"
+            problems.append((f"{what} {why}", (START, t)))
         for s in sources:
             check_ref(s, what, allow_start=True, allow_end=False)
         check_ref(t, what, allow_start=False, allow_end=True)

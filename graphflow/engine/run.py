@@ -33,7 +33,7 @@ from graphflow.engine.outcomes import RunStopped, StreamClosed, Writes
 from graphflow.engine.run_state import RunState
 from graphflow.engine.subgraph import child_inputs
 from graphflow.engine.tasks import TaskRunner
-from graphflow.errors import RecursionLimitError
+from graphflow.errors import InvalidRouteError, RecursionLimitError
 from graphflow.spec import GraphSpec, NodeSpec
 from graphflow.types import RunResult, Send
 
@@ -150,6 +150,13 @@ async def route(spec: GraphSpec, values: Mapping[str, Any], node: str) -> list[s
             res = br.router(view)
             if inspect.isawaitable(res):
                 res = await res
+            if res is None:  # (a router that forgot to return: an error, as in LangGraph)
+                if br.path_map is None or None not in br.path_map:
+                    raise InvalidRouteError(
+                        f"conditional edge from {node!r}: its router returned None; return a "
+                        "node name, a list of them, Send(...)s or END"
+                    )
+                res = [None]
             targets += plan.normalize_targets(
                 res, spec.nodes, f"conditional edge from {node!r}", br.path_map
             )

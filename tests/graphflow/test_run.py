@@ -219,6 +219,15 @@ def test_router_result_that_is_not_a_node_or_not_in_the_path_map_is_an_error() -
         unmapped.compile().invoke({})
 
 
+def test_a_router_that_returns_none_is_an_error_unless_its_path_map_maps_none() -> None:
+    """A router that forgot to return ended the run as if it had routed to END."""
+    forgot = _branching(lambda s: None)
+    with pytest.raises(InvalidRouteError, match="its router returned None"):
+        forgot.compile().invoke({})
+    mapped = _branching(lambda s: None, {None: "no", "go": "yes"})
+    assert mapped.compile().invoke({}).state.log[-1:] == ["no"]
+
+
 # -- Send and Command ---------------------------------------------------------------------------
 class Item(BaseModel):
     value: int

@@ -82,6 +82,17 @@ def test_join_from_unknown_source() -> None:
     assert_names(err, "nobody")
 
 
+def test_a_join_of_no_node_or_of_start_is_refused() -> None:
+    """``add_edge([], "j")`` ran ``j`` at every step until the recursion limit; a join that
+    waits for START compiled and never ran its target."""
+    empty = builder("a", "j").add_edge(START, "a").add_edge([], "j").add_edge("j", END)
+    err = compile_error(empty)
+    assert "join [] -> 'j' waits for no node" in str(err)
+    start = builder("a", "j").add_edge(START, "a").add_edge([START, "a"], "j")
+    err = compile_error(start.add_edge("j", END))
+    assert "join [START, 'a'] -> 'j' waits for START" in str(err)
+
+
 def test_join_to_unknown_target() -> None:
     b = (
         builder("a", "b")
