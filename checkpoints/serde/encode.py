@@ -120,6 +120,11 @@ def _clock(v: datetime | time) -> list[object]:
     """Return [hour, minute, second, microsecond, fold, tz] of a datetime or time."""
     tz = v.tzinfo
     state: object = None
+    if _is_pydantic_offset(tz):  # (what pydantic makes of "...Z" or "+01:00": a fixed offset)
+        assert tz is not None
+        offset = tz.utcoffset(None)
+        assert offset is not None
+        tz = timezone(offset)
     if type(tz) is timezone:
         offset, name = tz.utcoffset(None), tz.tzname(None)
         micros = offset // timedelta(microseconds=1)
@@ -137,6 +142,14 @@ def _clock(v: datetime | time) -> list[object]:
         hint = "use a datetime.timezone or zoneinfo.ZoneInfo time zone"
         raise Unstorable(v, f"its tzinfo {type(tz).__qualname__!r} cannot be stored; {hint}")
     return [v.hour, v.minute, v.second, v.microsecond, v.fold, state]
+
+
+def _is_pydantic_offset(tz: object) -> bool:
+    """Whether ``tz`` is pydantic's fixed-offset ``TzInfo`` (stored as the
+    ``datetime.timezone`` of its offset, which it equals; looked up by name: pydantic is
+    not imported here)."""
+    cls = type(tz)
+    return cls.__name__ == "TzInfo" and cls.__module__.startswith("pydantic_core")
 
 
 _ENCODERS: dict[type, tuple[int, Callable[[Any], list[Any]]]] = {

@@ -384,6 +384,19 @@ def test_unsupported_values_raise_serialization_error(value: object, type_name: 
     assert dumps({"ok": 1}) == dumps({"ok": 1})  # the packer pool is still healthy
 
 
+@pytest.mark.parametrize("text", ["2025-01-01T00:00:00Z", "2025-06-01T12:30:00+01:30"])
+def test_a_datetime_pydantic_parsed_from_text_is_stored_with_its_offset(text: str) -> None:
+    """pydantic parses "...Z" and "+01:30" to its own fixed-offset ``TzInfo``: stored as the
+    ``datetime.timezone`` of that offset, which it equals (it was refused)."""
+    from pydantic import TypeAdapter
+
+    parsed = TypeAdapter(datetime).validate_python(text)
+    assert type(parsed.tzinfo).__name__ == "TzInfo"
+    back = loads(dumps(parsed))
+    assert back == parsed and type(back.tzinfo) is timezone
+    assert back.utcoffset() == parsed.utcoffset() and back.isoformat() == parsed.isoformat()
+
+
 def test_cycles_and_excessive_nesting_raise_serialization_error() -> None:
     cyclic: list[Any] = []
     cyclic.append(cyclic)

@@ -4,6 +4,7 @@ and coerced key by key, and stored values that do not fit it are refused when lo
 A TypedDict schema is not validated (as in LangGraph).
 """
 
+import datetime
 import operator
 import uuid
 from typing import Annotated, Any, TypedDict
@@ -280,3 +281,25 @@ def test_check_loaded_accepts_what_validation_produced() -> None:
     with pytest.raises(CorruptCheckpointError, match="state key 'a'"):
         schema.check_loaded({"a": "12"}, "t")  # validation would change it
     StateSchema(TD).check_loaded({"a": "abc"}, "t")  # a TypedDict is not checked
+
+
+class Booking(BaseModel):
+    when: datetime.datetime | None = None
+    note: str = ""
+
+
+def test_a_datetime_field_given_as_rfc3339_text_is_coerced_and_stored(tmp_path: Any) -> None:
+    """pydantic coerces the text to a datetime with its own fixed-offset zone: stored, and
+    read back equal, in a new process's store object too."""
+    from checkpoints import SqliteCheckpointer
+
+    def book(state: Booking) -> dict[str, Any]:
+        return {"note": f"at {state.when.isoformat() if state.when else '-'}"}
+
+    b = StateGraph(Booking).add_node(book).add_edge(START, "book").add_edge("book", END)
+    graph = b.compile(checkpointer=SqliteCheckpointer(tmp_path / "b.db"))
+    done = graph.invoke({"when": "2025-01-01T09:00:00+01:00"}, thread_id="b")
+    assert done.state.note == "at 2025-01-01T09:00:00+01:00"
+    again = b.compile(checkpointer=SqliteCheckpointer(tmp_path / "b.db")).get_state("b")
+    assert again is not None
+    assert again.values.when == datetime.datetime(2025, 1, 1, 8, tzinfo=datetime.UTC)
