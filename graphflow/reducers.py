@@ -1,7 +1,10 @@
 """Built-in reducers for ``Annotated[T, reducer]`` state keys.
 
-A reducer is ``fn(current, update) -> new``. It must not mutate ``current``: the engine keeps
-the old value until the step's writes are committed.
+A reducer is ``fn(current, update) -> new``. The built-in ones return a new value; a
+reducer of the user's that changes a list or dict ``current`` in place (``a.extend(b);
+return a``) is given a copy of it, so that the state before the step, which the step's
+writes are computed against, stays as it was (the engine keeps it until they are
+committed). Other mutable values a reducer should not change in place.
 """
 
 from __future__ import annotations

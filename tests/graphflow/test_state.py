@@ -484,3 +484,37 @@ def test_pending_pauses_of_a_thread() -> None:
     assert graph.pending_pauses("d1") == []
     with pytest.raises(ThreadNotFoundError):
         graph.pending_pauses("nobody")
+
+
+def _extend_in_place(current: list[Any], update: list[Any]) -> list[Any]:
+    current.extend(update)
+    return current
+
+
+def _update_in_place(current: dict[str, Any], update: dict[str, Any]) -> dict[str, Any]:
+    current.update(update)
+    return current
+
+
+class InPlace(BaseModel):
+    log: Annotated[list[str], _extend_in_place] = []
+    seen: Annotated[dict[str, int], _update_in_place] = {}
+
+
+def test_a_reducer_that_changes_the_value_in_place_loses_nothing(store: Any) -> None:
+    """``a.extend(b); return a``: the run returned every item, yet the stored state (read
+    in the same process or another) had lost the steps' items, and so had every snapshot
+    of the history: the writes were computed against the changed value."""
+    b = StateGraph(InPlace)
+    b.add_node("a", lambda s: {"log": ["a"], "seen": {"a": 1}})
+    b.add_node("b", lambda s: {"log": ["b"], "seen": {"b": 2}})
+    graph = b.add_edge(START, "a").add_edge("a", "b").add_edge("b", END).compile(checkpointer=store)
+    done = graph.invoke({"log": ["in"]}, thread_id="t")
+    assert done.state.log == ["in", "a", "b"] and done.state.seen == {"a": 1, "b": 2}
+    snap = graph.get_state("t")
+    assert snap is not None and (snap.values.log, snap.values.seen) == (
+        done.state.log,
+        done.state.seen,
+    )
+    history = [s.values.log for s in graph.get_state_history("t")]
+    assert history[:3] == [["in", "a", "b"], ["in", "a"], ["in"]]
