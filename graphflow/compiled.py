@@ -180,7 +180,8 @@ class CompiledGraph:
         principal: Any = None,
         recursion_limit: int = 100,
     ) -> AsyncIterator[Event]:
-        """Run the graph and yield events as they happen (see API.md, "Events")."""
+        """Run the graph and yield events as they happen (see API.md, "Events"). To stop
+        early, close it (``contextlib.aclosing``): the run stops after its step."""
         if mode not in STREAM_MODES:
             raise InvalidArgumentError(
                 f"stream mode must be values, updates or debug, not {mode!r}"
@@ -206,12 +207,16 @@ class CompiledGraph:
                 except Exception as e:
                     failure.append(e)
 
+        closed = False
         async with anyio.create_task_group() as tg:
             tg.start_soon(produce)
-            async with recv:
-                async for ev in recv:
-                    yield ev
-        if failure:
+            try:
+                async with recv:
+                    async for ev in recv:
+                        yield ev
+            except GeneratorExit:  # closed by its reader (aclose): the run, reader gone,
+                closed = True  # stops after its step; the task group waits for that
+        if failure and not closed:
             raise failure[0]
 
     # -- pauses, threads, decisions ----------------------------------------------------------

@@ -5,6 +5,7 @@ node run once. It was left ``failed``, with no error."""
 
 from __future__ import annotations
 
+import contextlib
 import operator
 import os
 import select
@@ -63,6 +64,25 @@ def test_a_break_out_of_a_stream_leaves_the_thread_paused_to_continue(
     done = graph.invoke(None, thread_id="t")
     assert done.status == "done" and done.state["log"] == ["a", "b", "c", "d"]
     assert calls == {"a": 1, "b": 1, "c": 1, "d": 1}  # (none ran twice)
+
+
+@pytest.mark.anyio
+@pytest.mark.parametrize("mode", ["values", "updates"])
+async def test_an_astream_closed_early_leaves_the_thread_paused(
+    store: Checkpointer, mode: str
+) -> None:
+    """``aclosing`` around ``astream`` and a break: closing raised a group holding the
+    ``GeneratorExit``; now the run stops after its step, as with ``stream``."""
+    calls: Counter[str] = Counter()
+    graph = chain(store, calls)
+    async with contextlib.aclosing(graph.astream({"log": []}, thread_id="t", mode=mode)) as s:
+        async for _ in s:
+            break
+    [info] = await graph.alist_threads()
+    assert (info.status, info.pending_pauses) == ("paused", 0)
+    done = await graph.ainvoke(None, thread_id="t")
+    assert done.status == "done" and done.state["log"] == ["a", "b", "c", "d"]
+    assert calls == {"a": 1, "b": 1, "c": 1, "d": 1}
 
 
 SLEEPY = """
