@@ -69,7 +69,12 @@ def apply_writes(
                 cur = new_values.get(key)
                 if cur is None and key not in new_values and ch.default is not None:
                     cur = ch.default()
-                elif not ch.append_only and cur is values.get(key) and type(cur) in (list, dict):
+                elif (
+                    not ch.append_only
+                    and isinstance(cur, list | dict)
+                    and type(cur) in (list, dict)  # (a subclass's copy may not be one)
+                    and cur is values.get(key)
+                ):
                     # A reducer of the user's may change the value it is given in place
                     # (``a.extend(b); return a``): it gets a copy, so that the state before
                     # the step, which the writes are computed against, stays as it was.
