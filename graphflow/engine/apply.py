@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, cast
 
 from checkpoints.models import ChannelWrite, CheckpointId, CheckpointRecord
 from graphflow.engine import plan
@@ -71,14 +71,13 @@ def apply_writes(
                     cur = ch.default()
                 elif (
                     not ch.append_only
-                    and isinstance(cur, list | dict)
                     and type(cur) in (list, dict)  # (a subclass's copy may not be one)
                     and cur is values.get(key)
                 ):
                     # A reducer of the user's may change the value it is given in place
                     # (``a.extend(b); return a``): it gets a copy, so that the state before
                     # the step, which the writes are computed against, stays as it was.
-                    cur = cur.copy()
+                    cur = cast(Any, cur).copy()
                 try:
                     new_values[key] = ch.reducer(cur, value)
                 except Exception as e:
