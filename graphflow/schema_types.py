@@ -6,6 +6,7 @@ Helpers of ``graphflow.state``, apart so that the schema stays readable.
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import enum
 import inspect
 import re
@@ -102,7 +103,8 @@ def details(error: ValidationError, limit: int = 3) -> str:
 
 
 def register_types(annotations: Any) -> None:
-    """Register pydantic models and enums named in the schema so their values can be stored."""
+    """Register the pydantic models, dataclasses and enums named in the schema (at any
+    depth) so that their values can be stored."""
     seen: set[Any] = set()
     stack = list(annotations)
     while stack:
@@ -121,4 +123,12 @@ def register_types(annotations: Any) -> None:
                     stack.extend(get_type_hints(tp).values())
             elif issubclass(tp, enum.Enum) and not serde.is_registered(tp):
                 serde.register(tp)
+            elif dataclasses.is_dataclass(tp):
+                # (another class of its name, made by the same factory before: left to
+                # SerializationError, which says to register it, if its values are stored)
+                if not serde.is_registered(tp):
+                    with contextlib.suppress(ValueError):
+                        serde.register(tp)
+                with contextlib.suppress(Exception):
+                    stack.extend(get_type_hints(tp).values())
         stack.extend(a for a in get_args(tp) if not isinstance(a, str | int | float))

@@ -4,6 +4,7 @@ and coerced key by key, and stored values that do not fit it are refused when lo
 A TypedDict schema is not validated (as in LangGraph).
 """
 
+import dataclasses
 import datetime
 import operator
 import uuid
@@ -303,3 +304,36 @@ def test_a_datetime_field_given_as_rfc3339_text_is_coerced_and_stored(tmp_path: 
     again = b.compile(checkpointer=SqliteCheckpointer(tmp_path / "b.db")).get_state("b")
     assert again is not None
     assert again.values.when == datetime.datetime(2025, 1, 1, 8, tzinfo=datetime.UTC)
+
+
+@dataclasses.dataclass(frozen=True)
+class Point:
+    x: int
+    y: int
+
+
+@dataclasses.dataclass(frozen=True)
+class Route:
+    stops: list[Point]
+
+
+class Trip(BaseModel):
+    start: Point | None = None
+    route: Route | None = None
+
+
+def test_dataclasses_named_in_a_pydantic_state_are_registered_like_its_models(
+    tmp_path: Any,
+) -> None:
+    """A dataclass field (and one inside it) is stored as pydantic models and enums of the
+    schema are; it failed the thread with "register it"."""
+    from checkpoints import SqliteCheckpointer
+
+    def plan(state: Trip) -> dict[str, Any]:
+        return {"start": Point(1, 2), "route": Route([Point(1, 2), Point(3, 4)])}
+
+    b = StateGraph(Trip).add_node(plan).add_edge(START, "plan").add_edge("plan", END)
+    graph = b.compile(checkpointer=SqliteCheckpointer(tmp_path / "t.db"))
+    assert graph.invoke({}, thread_id="t").state.route == Route([Point(1, 2), Point(3, 4)])
+    snap = b.compile(checkpointer=SqliteCheckpointer(tmp_path / "t.db")).get_state("t")
+    assert snap is not None and snap.values.start == Point(1, 2)
