@@ -281,8 +281,8 @@ class StateGraph:
     # -- compile --------------------------------------------------------------------------
     def spec(
         self,
-        interrupt_before: Sequence[str] = (),
-        interrupt_after: Sequence[str] = (),
+        interrupt_before: Sequence[str] | str = (),
+        interrupt_after: Sequence[str] | str = (),
         name: str | None = None,
         *,
         lease_ttl: float = 30.0,
@@ -290,7 +290,7 @@ class StateGraph:
     ) -> GraphSpec:
         """Validate the graph (``GraphValidationError``) and freeze it into a ``GraphSpec``."""
         edges = self.edges.frozen()
-        before, after = frozenset(interrupt_before), frozenset(interrupt_after)
+        before, after = self._gates(interrupt_before), self._gates(interrupt_after)
         validate(self.nodes, edges, before, after, self._errors, self._rejected)
         nodes = MappingProxyType(dict(self.nodes))
         return GraphSpec(
@@ -305,11 +305,18 @@ class StateGraph:
             pausing=pausing_nodes(nodes, before, after),
         )
 
+    def _gates(self, names: Sequence[str] | str) -> frozenset[str]:
+        """``interrupt_before``/``interrupt_after`` as node names: ``"*"`` is every node (as
+        in LangGraph), one string one node, else the names given."""
+        if names == "*":
+            return frozenset(self.nodes)
+        return frozenset((names,) if isinstance(names, str) else names)
+
     def compile(
         self,
         checkpointer: Checkpointer | None = None,
-        interrupt_before: Sequence[str] = (),
-        interrupt_after: Sequence[str] = (),
+        interrupt_before: Sequence[str] | str = (),
+        interrupt_after: Sequence[str] | str = (),
         name: str | None = None,
         *,
         lease_ttl: float = 30.0,

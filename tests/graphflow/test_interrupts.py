@@ -396,6 +396,22 @@ def test_interrupt_before(backend: Backend) -> None:
     assert calls == {"a": 1, "b": 1, "c": 1}
 
 
+def test_interrupt_before_every_node_with_a_star_or_one_node_by_its_name(memory: Backend) -> None:
+    """``"*"`` gates every node, as in LangGraph; a single name is that node (a string was
+    taken as a sequence of one-letter names: "unknown node 'b'" for ``"b2"``)."""
+    calls: Counter[str] = Counter()
+    make = _abc(calls)
+    graph = memory.graph(make, interrupt_before="*")
+    seen = []
+    result = graph.invoke({}, thread_id="t")
+    while result.status == "paused":
+        seen.append(result.pauses[0].node)
+        result = graph.invoke(None, thread_id="t")
+    assert seen == ["a", "b", "c"] and result.state.log == ["a", "b", "c"]
+    one = memory.graph(make, interrupt_after="b").invoke({}, thread_id="u")
+    assert (one.status, one.pauses[0].kind, one.pauses[0].node) == ("paused", "after", "b")
+
+
 def test_interrupt_after(backend: Backend) -> None:
     calls: Counter[str] = Counter()
     make = _abc(calls)
