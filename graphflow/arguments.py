@@ -10,7 +10,9 @@ from typing import Any
 
 from graphflow.errors import InvalidArgumentError
 
-_CONTROL = re.compile(r"[\x00-\x1f\x7f]")
+_CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f\u2028\u2029\u202a-\u202e\u2066-\u2069]")
+"""Characters that do not print as themselves: C0 and C1 controls, the line and paragraph
+separators, and the bidirectional overrides (which reorder what follows them on screen)."""
 
 
 MAX_THREAD_ID = 1000

@@ -42,7 +42,9 @@ def _ctrl_c_twice(thread: str) -> Iterator[None]:
     running then is let finish, and its step committed), saying so; a second one stops the
     process at once, as ``kill`` would (the thread is left ``running``, its owner gone: the
     next run of it, or a worker, takes it over and runs that step again)."""
-    if threading.current_thread() is not threading.main_thread():
+    # Not ours to handle: off the main thread, SIGINT ignored, or handled outside Python
+    main = threading.current_thread() is threading.main_thread()
+    if not main or signal.getsignal(signal.SIGINT) in (signal.SIG_IGN, None):
         yield
         return
     presses = 0

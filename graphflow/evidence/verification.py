@@ -290,7 +290,8 @@ def _deviations(rows: Sequence[StoredRow]) -> list[VerifyProblem]:
             kind, at = origin
             detail = f"it continues the {kind} row at seq {at}"
         else:
-            kind = "inserted" if it.pos < end else "forked"
+            copy = it.sound and it.row.hash in chain_hashes  # (the same event twice)
+            kind = "inserted" if it.pos < end or copy else "forked"
             parent = chain_hashes.get(it.row.prev_hash)
             if not it.sound:
                 detail = f"it is not part of the chain ({it.why})"

@@ -61,7 +61,9 @@ THREAD_CALLS: dict[str, Callable[[Any, Any], object]] = {
 }
 
 
-@pytest.mark.parametrize("thread", [BAD, "a\nb", "x\x00", "", None, 5, "t" * 1001])
+@pytest.mark.parametrize(
+    "thread", [BAD, "a\nb", "x\x00", "", None, 5, "t" * 1001, "t\u202e1", "t\x9b"]
+)
 @pytest.mark.parametrize("call", sorted(THREAD_CALLS))
 def test_a_bad_thread_id_is_refused_by_name(
     graph: Any, tmp_path: Path, call: str, thread: Any
@@ -112,7 +114,9 @@ def test_text_that_cannot_be_stored_is_refused_before_anything_is_written(
     assert graph.get_state("t").next == ("ask",)
 
 
-@pytest.mark.parametrize("by", ["  ", "bo\nb", "a\x00b", "x\t"])
+@pytest.mark.parametrize(
+    "by", ["  ", "bo\nb", "a\x00b", "x\t", "al\u202eice", "c1\x85", "a\u2028b"]
+)
 def test_a_decision_by_no_one_printable_is_refused_as_given(
     graph: Any, tmp_path: Path, by: str
 ) -> None:

@@ -284,7 +284,7 @@ def test_a_line_of_an_export_repeated_is_one_inserted_copy(tmp_path: pathlib.Pat
     out = tmp_path / "e.jsonl"
     log.export_jsonl(out)
     lines = out.read_text(encoding="utf-8").splitlines()
-    for at in (2, 4):  # (the copy right after its event, and further on)
+    for at in (2, 4, 5):  # (the copy right after its event, further on, and at the end)
         copied = [*lines[:at], lines[1], *lines[at:]]
         out.write_text("\n".join(copied) + "\n", encoding="utf-8")
         report = verify_jsonl(out)
