@@ -127,9 +127,7 @@ async def unfreeze(
         {"unfrozen": {"reason": reason, "by": by}},
         update,
         Witness(evidence, thread_id),
-        lambda ck: stages.unfrozen(
-            thread_id=thread_id, by=by or "system", reason=reason, checkpoint_id=ck
-        ),
+        lambda ck: stages.unfrozen(thread_id=thread_id, by=by, reason=reason, checkpoint_id=ck),
     )
     if previous == "paused":  # freezing removed its runnable mark: answered, it is runnable
         await _runnable_if_answered(store, th.thread_id)

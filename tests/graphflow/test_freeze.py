@@ -88,6 +88,17 @@ def test_freeze_and_unfreeze_are_kept_in_the_history(store: Checkpointer) -> Non
     assert metas[1]["frozen"] == {"reason": "incident 42", "by": "secops", "previous": "paused"}
 
 
+def test_a_freeze_and_an_unfreeze_by_no_one_name_the_same_actor(store: Checkpointer) -> None:
+    """Neither names who acted: both are graphflow's own, a system principal (the freeze
+    was recorded as 'graphflow', the unfreeze as 'system')."""
+    g = fan(store, [])
+    g.invoke({}, thread_id="t")
+    g.freeze("t", reason="incident 42")
+    g.unfreeze("t", reason="resolved")
+    trail = [(e.stage, e.actor) for e in g.audit("t") if e.stage in ("freeze", "unfreeze")]
+    assert trail == [("freeze", "graphflow"), ("unfreeze", "graphflow")]
+
+
 def test_a_done_thread_unfreezes_done(store: Checkpointer) -> None:
     g = fan(store, [])
     g.invoke({}, thread_id="t")

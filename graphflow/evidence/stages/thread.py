@@ -107,12 +107,15 @@ def frozen(
 def unfrozen(
     *,
     thread_id: str,
-    by: str,
+    by: str | None,
     reason: str,
     by_type: PrincipalType = "human_user",
     checkpoint_id: str | None = None,
 ) -> EventDraft:
-    """``by`` restored the thread's authority."""
+    """``by`` restored the thread's authority (no one named: graphflow itself, a system
+    principal, as for a freeze by no one)."""
+    if by is None:
+        by, by_type = "graphflow", "system"
     return build.thread_event(
         "human_override_recorded",
         "unfrozen",
