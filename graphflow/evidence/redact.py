@@ -52,9 +52,9 @@ _NOT_ALNUM = re.compile(r"[^a-z0-9]+")
 # Secret formats recognised anywhere in text. The PEM body is matched lazily to its END
 # line, or to the end of the text when the key was cut off; its header's words are bounded
 # (unbounded, a long run of them took quadratic time).
+_PEM_WORDS = r"[A-Z0-9 ]{0,40}PRIVATE KEY[A-Z0-9 ]{0,40}-----"
 _FIXED_PATTERNS = (
-    r"(?P<pem>-----BEGIN[A-Z0-9 ]{0,40}PRIVATE KEY[A-Z0-9 ]{0,40}-----"
-    r"(?:.*?-----END[A-Z0-9 ]{0,40}PRIVATE KEY[A-Z0-9 ]{0,40}-----|.*))",
+    rf"(?P<pem>-----BEGIN{_PEM_WORDS}(?:.*?-----END{_PEM_WORDS}|.*))",
     r"(?P<bearer_word>\b(?i:bearer)\s+)(?P<bearer>[A-Za-z0-9\-._~+/]+=*)",
     r"(?P<key>\bsk-[A-Za-z0-9_\-]{16,}"
     r"|\b[sr]k_(?:live|test)_[A-Za-z0-9]{16,}"
@@ -141,9 +141,8 @@ class Redactor:
         self._texts: dict[str, str] = {}
         # ``name=value`` and ``"name": "value"`` are found whatever the name (a linear scan:
         # each match starts at a word's start) and replaced only when the name is a secret
-        # key (``_replace``).
-        # The value of a name that is no secret key is scanned in turn (``_replace``), once,
-        # without the quoted form (a URL's query in a dict's value: ``'url': '...?token=x'``).
+        # key (``_replace``); the value of another name is scanned in turn, once, without
+        # the quoted form (a URL's query in a dict's value: ``'url': '...?token=x'``).
         word = r"[A-Za-z0-9_.\-]"
         assign = (
             rf"(?<!{word})(?P<assign>(?P<assign_name>{word}+)=)(?P<assign_value>[^\s&;,\"'<>]+)"
@@ -297,8 +296,8 @@ class Redactor:
 
 _PLAIN = Redactor((), _text=False)
 
-_PEM_BEGIN = re.compile(r"-----BEGIN[A-Z0-9 ]{0,40}PRIVATE KEY[A-Z0-9 ]{0,40}-----")
-_PEM_END = re.compile(r"-----END[A-Z0-9 ]{0,40}PRIVATE KEY[A-Z0-9 ]{0,40}-----")
+_PEM_BEGIN = re.compile(f"-----BEGIN{_PEM_WORDS}")
+_PEM_END = re.compile(f"-----END{_PEM_WORDS}")
 
 
 def _pem_lines(v: Any, items: list[Any]) -> None:
@@ -312,7 +311,7 @@ def _pem_lines(v: Any, items: list[Any]) -> None:
         elif inside:
             items[i] = _digest(item)
             inside = _PEM_END.search(item) is None
-        elif (begin := _PEM_BEGIN.search(item)) is not None:
+        elif "-----BEGIN" in item and (begin := _PEM_BEGIN.search(item)) is not None:
             inside = _PEM_END.search(item, begin.end()) is None
 
 
