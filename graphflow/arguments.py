@@ -10,7 +10,7 @@ from typing import Any
 
 from graphflow.errors import InvalidArgumentError
 
-_CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f\u2028\u2029\u202a-\u202e\u2066-\u2069]")
+CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f\u2028\u2029\u202a-\u202e\u2066-\u2069]")
 """Characters that do not print as themselves: C0 and C1 controls, the line and paragraph
 separators, and the bidirectional overrides (which reorder what follows them on screen)."""
 
@@ -19,26 +19,18 @@ MAX_THREAD_ID = 1000
 """The longest thread id, in characters (an id, not a document: tables print it whole)."""
 
 
-def thread_id(value: Any) -> str:
+def thread_id(value: Any, name: str = "thread_id") -> str:
     """``value`` as a thread id: a non-empty string of printable text, at most
-    ``MAX_THREAD_ID`` characters."""
+    ``MAX_THREAD_ID`` characters; errors name it ``name`` (a command line's ``THREAD``)."""
     if not isinstance(value, str) or not value:
-        raise InvalidArgumentError(f"thread_id must be a non-empty string, not {value!r:.80}")
+        raise InvalidArgumentError(f"{name} must be a non-empty string, not {value!r:.80}")
     if len(value) > MAX_THREAD_ID:
         raise InvalidArgumentError(
-            f"thread_id {value!r:.40}... is {len(value):,} characters long; use at most "
+            f"{name} {value!r:.40}... is {len(value):,} characters long; use at most "
             f"{MAX_THREAD_ID:,}"
         )
-    _printable("thread_id", value)
+    _printable(name, value)
     return value
-
-
-def a_thread_id(name: str, value: Any) -> str:
-    """``thread_id``, its errors naming ``name`` (a command line's ``THREAD``)."""
-    try:
-        return thread_id(value)
-    except InvalidArgumentError as e:
-        raise InvalidArgumentError(str(e).replace("thread_id", name, 1)) from None
 
 
 def text(name: str, value: Any) -> str | None:
@@ -64,7 +56,7 @@ def _text(name: str, value: Any, need: str) -> str:
 
 def _printable(name: str, value: str) -> None:
     _encodable(name, value)
-    if _CONTROL.search(value):
+    if CONTROL.search(value):
         raise InvalidArgumentError(
             f"{name} {value!r:.80} holds a control character (a newline, a tab, NUL...); "
             "use printable text"

@@ -34,7 +34,6 @@ def _graph(ctx: click.Context, db: str | None, graph_ref: str | None) -> Any:
     from graphflow.cli import load
 
     path = existing_database(ctx, db)
-    ctx.meta["graphflow.db"] = path
     return load.store_graph(path, graph_ref)
 
 

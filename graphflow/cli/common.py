@@ -73,7 +73,7 @@ def checked(name: str, check: str) -> Callable[[click.Context, click.Parameter, 
         from graphflow.errors import InvalidArgumentError
 
         try:
-            getattr(arguments, check)(name, value)
+            getattr(arguments, check)(value=value, name=name)
         except InvalidArgumentError as e:
             raise Usage(str(e)) from None
         return value
@@ -83,7 +83,7 @@ def checked(name: str, check: str) -> Callable[[click.Context, click.Parameter, 
 
 def thread_argument(*, required: bool = True) -> Callable[[F], F]:
     """The ``THREAD`` argument: a thread id (``graphflow.arguments.thread_id``)."""
-    return click.argument("thread", required=required, callback=checked("THREAD", "a_thread_id"))
+    return click.argument("thread", required=required, callback=checked("THREAD", "thread_id"))
 
 
 def by_option(help: str) -> Callable[[F], F]:

@@ -119,12 +119,9 @@ def audit_command(
     Every proposal, policy decision, pause, decision, dispatch and result, in order, each
     with its checkpoint and pause ids; a decision that did not apply says why. Events the
     thread kept while the log was not writable are written first."""
-    from graphflow import arguments
     from graphflow.cli import load
 
-    arguments.thread_id(thread)
     path = existing_database(ctx, db)
-    ctx.meta["graphflow.db"] = path
     graph = load.store_graph(path, graph_ref)
     assert graph.checkpointer is not None
     # Opened now: a file that is no graphflow database is said so before a missing log.
@@ -239,7 +236,6 @@ def _thread_operation(
     from graphflow.cli import load
 
     path = existing_database(ctx, ctx.params.get("db"))
-    ctx.meta["graphflow.db"] = path
     graph = load.store_graph(path, ctx.params.get("graph_ref"))
     getattr(graph, verb)(thread, by=by, reason=reason)
     if as_json:

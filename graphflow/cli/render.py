@@ -4,11 +4,11 @@ for scripts). Values are shown as compact JSON by ``graphflow.cli.encode``."""
 from __future__ import annotations
 
 import json
-import re
 import shlex
 from collections.abc import Iterable, Sequence
 from typing import Any
 
+from graphflow.arguments import CONTROL
 from graphflow.cli.common import suggest
 from graphflow.cli.encode import encode, rfc3339
 
@@ -27,7 +27,6 @@ def compact(value: Any, width: int | None = None) -> str:
     return text
 
 
-_CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f\u2028\u2029]")
 CELL_MAX = 120
 """The longest cell of a table, in characters (the whole value is in ``--json``)."""
 
@@ -35,7 +34,7 @@ CELL_MAX = 120
 def cell(text: str) -> str:
     """``text`` as one table cell: control characters escaped (``\\n``: text from a model
     or an approver must not print as rows of its own), cut to ``CELL_MAX`` characters."""
-    text = _CONTROL.sub(lambda m: m.group().encode("unicode_escape").decode("ascii"), text)
+    text = CONTROL.sub(lambda m: m.group().encode("unicode_escape").decode("ascii"), text)
     return text if len(text) <= CELL_MAX else text[: CELL_MAX - 1] + "…"
 
 

@@ -121,7 +121,7 @@ _debug = click.option(
     metavar="ID",
     required=True,
     help="the thread to run or continue",
-    callback=checked("--thread", "a_thread_id"),
+    callback=checked("--thread", "thread_id"),
 )
 @click.option(
     "--input",
@@ -155,7 +155,6 @@ def run_command(
 
     compiled = load.graph(graph_ref)  # before the database file is made
     path = database(ctx, db)
-    ctx.meta["graphflow.db"] = path
     _execute(load.on_store(compiled, path), value, thread, principal, debug, as_json)
 
 
@@ -182,7 +181,6 @@ def resume_command(
     from graphflow.cli import load
 
     path = existing_database(ctx, db)
-    ctx.meta["graphflow.db"] = path
     _execute(load.on_store(load.graph(graph_ref), path), None, thread, principal, debug, as_json)
 
 
@@ -236,7 +234,6 @@ def demo_command(ctx: click.Context, interactive: bool, answer: str | None, db: 
     from graphflow import demo
 
     path = database(ctx, db)
-    ctx.meta["graphflow.db"] = path
     code = demo.main(path, _ask if interactive else answer or "approve")
     if code:
         ctx.exit(code)

@@ -84,7 +84,6 @@ def threads_command(
     from graphflow.cli import load
 
     path = existing_database(ctx, db)
-    ctx.meta["graphflow.db"] = path
     store = load.store(path)
     paged = limit is not None or after is not None
     next_cursor: str | None = None
@@ -131,7 +130,6 @@ def _graph(ctx: click.Context, db: str | None, graph_ref: str | None) -> tuple[A
     from graphflow.cli import load
 
     path = existing_database(ctx, db)
-    ctx.meta["graphflow.db"] = path
     return load.store_graph(path, graph_ref), path
 
 

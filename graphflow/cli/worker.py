@@ -74,7 +74,6 @@ def worker_command(
 
     compiled = [load.graph(ref) for ref in graph_refs]  # before the database is looked at
     path = existing_database(ctx, db)
-    ctx.meta["graphflow.db"] = path
     from graphflow.compiled import CompiledGraph
     from graphflow.worker import Worker, WorkerResult, graph_label
 
