@@ -9,18 +9,21 @@ any compatible server (vLLM, llama.cpp, Ollama, LiteLLM ...).
 from __future__ import annotations
 
 import json
-import ssl
 import uuid
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any, Protocol, runtime_checkable
+from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
 import anyio.to_thread
-import httpx
 
 from graphflow.agents.messages import RAW_ARGUMENTS_KEY, Message, ModelResponse, ToolCall
 from graphflow.agents.tools import Tool
 from graphflow.errors import GraphflowError
+
+if TYPE_CHECKING:  # httpx (and rich, which it imports) load on the first request
+    import ssl
+
+    import httpx
 
 __all__ = [
     "Model",
@@ -193,6 +196,8 @@ class OpenAIChatModel:
         else:
             body.pop("tools", None)
         headers = {"Authorization": f"Bearer {self._api_key}"} if self._api_key else {}
+        import httpx
+
         try:
             if self._client is not None:
                 response = await self._client.post(
@@ -226,6 +231,8 @@ class OpenAIChatModel:
     async def _ssl_context(self) -> ssl.SSLContext:
         # Loading the CA bundle reads files: do it once, off the event loop.
         if self._ssl is None:
+            import httpx
+
             self._ssl = await anyio.to_thread.run_sync(httpx.create_ssl_context)
         return self._ssl
 

@@ -104,3 +104,15 @@ def test_checkpoints_names_star_import_serde_and_dir() -> None:
 
     with pytest.raises(AttributeError, match="no_such_name"):
         checkpoints.no_such_name  # noqa: B018
+
+
+def test_an_agent_graph_loads_no_http_client_until_a_request() -> None:
+    """httpx (which imports rich and click) is the HTTP model's, loaded by its first
+    request: a process running scripted or custom models never pays for it."""
+    code = (
+        "import sys\n"
+        "from graphflow.agents import Agent, AgentNode, OpenAIChatModel, ScriptedModel\n"
+        "m = OpenAIChatModel('http://127.0.0.1:9/v1', 'm')\n"
+        "print([n for n in ('httpx', 'rich', 'ssl') if n in sys.modules])"
+    )
+    assert _run(code) == "[]"
