@@ -134,6 +134,7 @@ class AgentNode:
         new: list[Message] = []
         for turn in range(agent.max_turns):
             convo = [*system, *history, *new]
+            replayed = ctx.has_memo("model" if turn == 0 else f"model#{turn}")  # (step_once's)
             resp: ModelResponse = await ctx.step_once(
                 "model", agent.model.generate, convo, agent.tools
             )
@@ -158,7 +159,7 @@ class AgentNode:
                     )
                     continue
                 taint = taint_of([*history, *new, *results])
-                proposal = Proposal(ctx.task_id, turn, call)
+                proposal = Proposal(ctx.task_id, turn, call, replayed)
                 out = await handle_call(agent, ctx, proposal, taint, pauses)
                 if out.content is not None:
                     results.append(

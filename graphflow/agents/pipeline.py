@@ -70,6 +70,9 @@ class Proposal:
     task_id: str
     turn: int
     call: ToolCall
+    replayed: bool = False
+    """The model turn was replayed from its memo (a rerun of the node): the call may have
+    been decided, or run, by an earlier execution."""
 
     def key(self, what: str) -> str:
         """A key for this proposal's pause or memo, unique within its task."""
@@ -137,16 +140,24 @@ async def handle_call(
         taint_sources=taint[1],
     )
     trail = CallTrail.of(ctx, proposal, tctx)
+    if proposal.replayed:  # decided before: never judged again (another principal, expiry)
+        refusal = proposal.key("refused")
+        if ctx.has_memo(refusal):
+            out.content = await ctx.step_once(refusal, _same, "")
+            return out
+        done = await ctx.dispatched(proposal.dispatch_key)
+        if done is not None:
+            ran = done.status == "succeeded"
+            return await _settle(agent, ctx, proposal, tool, tctx, trail,
+                                 done.result if ran else done.error, ran, None)  # fmt: skip
     trail.proposed()
     # 1. access control
     if agent.access_control is not None:
         access = agent.access_control.check(principal, tool)
         if not access.allowed:
             trail.access_denied(access.reason)
-            out.content = (
-                f"Tool call {call.id} ({call.name}) was refused: access denied ({access.reason})."
-            )
-            return out
+            why = f"Tool call {call.id} ({call.name}) was refused: access denied ({access.reason})."
+            return await _refused(ctx, proposal, out, why)
     # 2. before-tool callbacks
     if agent.before_tool:
         skipped = await ctx.step_once(proposal.key("before"), _before, agent.before_tool, tctx)
@@ -165,8 +176,8 @@ async def handle_call(
     )
     trail.policy(gate, digest)
     if gate.decision == "deny":
-        out.content = f"Tool call {call.id} ({call.name}) was denied by policy: {gate.reason}."
-        return out
+        why = f"Tool call {call.id} ({call.name}) was denied by policy: {gate.reason}."
+        return await _refused(ctx, proposal, out, why)
     if gate.decision == "freeze":
         reason = f"policy froze the thread at tool call {call.id} ({call.name}): {gate.reason}"
         trail.frozen(gate, reason)
@@ -194,18 +205,20 @@ async def handle_call(
         if decision.verdict == "deny":
             trail.denied(conf.key, decision)
             why = f": {decision.reason}" if decision.reason else ""
-            out.content = f"Tool call {call.id} ({call.name}) was denied by a human{why}."
-            return out
+            text = f"Tool call {call.id} ({call.name}) was denied by a human{why}."
+            return await _refused(ctx, proposal, out, text)
         approval = (conf.key, decision)
-    # 4. dispatch enforcement: the evidence first (fail closed for high and critical risk)
+    # 4. dispatch enforcement: not after a freeze by a sibling task; the evidence first
+    # (fail closed for high and critical risk)
+    ctx.check_not_frozen()
     unavailable = await trail.dispatch(approval)
     if unavailable is not None and trail.high:
         why = f"evidence unavailable: {unavailable}"
         hold = proposal.key("ev")
         found, ans = ctx.answer(hold)
         if found and Decision.coerce(ans).verdict == "deny":
-            out.content = f"Tool call {call.id} ({call.name}) was denied by a human: {why}."
-            return out
+            text = f"Tool call {call.id} ({call.name}) was denied by a human: {why}."
+            return await _refused(ctx, proposal, out, text)
         request = request_of(agent, tool, call, args, tctx, gate, digest)
         request = dataclasses.replace(request, policy_decision="defer", reason=why)
         pauses.append(pause_request(hold, request, None, None))
@@ -225,18 +238,49 @@ async def handle_call(
     if content is None:
         return out
     result, ran = content
+    return await _settle(agent, ctx, proposal, tool, tctx, trail, result, ran, unavailable)
+
+
+async def _settle(
+    agent: Agent,
+    ctx: NodeContext,
+    proposal: Proposal,
+    tool: Tool,
+    tctx: ToolCallContext,
+    trail: CallTrail,
+    result: Any,
+    ran: bool,
+    gap: str | None,
+) -> CallOutcome:
+    """The outcome of a call that was dispatched (now or by an earlier execution of the
+    node): its evidence (written once), the after-tool callbacks (memoized), the text."""
     if ran:
-        trail.executed(result, gap=unavailable)
+        trail.executed(result, gap=gap)
     else:
         trail.failed(str(result))
     # 6. after-tool callbacks
     if agent.after_tool and ran:
         final = await ctx.step_once(proposal.key("after"), _after, agent.after_tool, tctx, result)
         result = final["result"]
-    out.content = as_text(result) if ran else f"Error: tool {call.name} failed: {result}"
+    name = proposal.call.name
+    out = CallOutcome(as_text(result) if ran else f"Error: tool {name} failed: {result}")
     # An untrusted tool's error text may quote what it read: it taints like its results.
     out.untrusted = tool.untrusted_output
     return out
+
+
+async def _refused(
+    ctx: NodeContext, proposal: Proposal, out: CallOutcome, text: str
+) -> CallOutcome:
+    """A refusal is final: memoized, so a rerun of the node (resumed by another principal,
+    under a later policy, after an approval expired) tells the model the same and never
+    judges the call again."""
+    out.content = await ctx.step_once(proposal.key("refused"), _same, text)
+    return out
+
+
+async def _same(text: str) -> str:
+    return text
 
 
 async def _dispatch(

@@ -159,8 +159,17 @@ class NodeContext:
 
     def freeze(self, reason: str) -> NoReturn:
         """Freeze the thread: the run stops here and nothing runs until an operator unfreezes
-        it (``graph.unfreeze``); this node then runs again."""
+        it (``graph.unfreeze``); this node then runs again. From now on no tool call of this
+        run is dispatched (``dispatch_once``), a sibling task's neither."""
+        self._run.note_freeze(reason)
         raise FreezeSignal(reason)
+
+    def check_not_frozen(self) -> None:
+        """Stop this task (``FreezeSignal``) when another task of the run froze the thread:
+        the enforcement point before a dispatch (``dispatch_once`` asks it too)."""
+        reason = self._run.frozen
+        if reason is not None:
+            raise FreezeSignal(reason)
 
     def pause(self, *requests: PauseRequest) -> NoReturn:
         """Stop the node at one or more pauses (custom kinds such as tool confirmation)."""
@@ -184,6 +193,7 @@ class NodeContext:
         idempotent) runs it again.
         """
         run = self._run
+        self.check_not_frozen()
         if not run.durable:
             return await _run_outcome(fn)
         async with engine_faults():
@@ -197,6 +207,20 @@ class NodeContext:
         async with engine_faults():
             await run.complete_dispatch(key, out.status, out.result, out.error)
         return out
+
+    async def dispatched(self, key: str) -> DispatchOutcome | None:
+        """The outcome of the call ``dispatch_once(key, ...)`` ran before (``succeeded`` or
+        ``failed``), or None: never claimed, or claimed with no outcome (a crash in between;
+        ``dispatch_once`` reports that). A rerun of a node asks it before judging a call
+        again: a call that ran keeps its result, whoever resumes and whatever the policy
+        says now."""
+        if not self._run.durable:
+            return None
+        async with engine_faults():
+            found = await self._run.dispatch_record(key)
+        if found is None or found.status == "claimed":
+            return None
+        return DispatchOutcome(found.status, found.result, found.error)
 
     async def record_decision(self, record: DecisionRecord) -> None:
         """Append a decision record (for example one made by a confirmation handler)."""

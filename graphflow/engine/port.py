@@ -57,6 +57,16 @@ class RunPort(Protocol):
         """The thread's checkpoint the run stands on (the root namespace's)."""
         ...
 
+    @property
+    def frozen(self) -> str | None:
+        """Why a task of this run froze the thread (no tool call is dispatched after), or
+        None."""
+        ...
+
+    def note_freeze(self, reason: str) -> None:
+        """A task is freezing the thread."""
+        ...
+
     async def save_memo(self, task_id: str, key: str, value: Any) -> None:
         """Commit a memoized step result of a running task."""
         ...
@@ -71,6 +81,10 @@ class RunPort(Protocol):
         self, key: str, status: str, result: Any, error: str | None
     ) -> None:
         """Record a claimed call's outcome (``succeeded`` or ``failed``)."""
+        ...
+
+    async def dispatch_record(self, key: str) -> DispatchRecord | None:
+        """The dispatch record of ``key`` in the thread, or None (never claimed)."""
         ...
 
     async def record_decision(self, record: DecisionRecord) -> None:

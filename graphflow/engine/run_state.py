@@ -20,6 +20,7 @@ from checkpoints.base import Checkpointer
 from checkpoints.batch import CommitBatch, ThreadUpdate
 from checkpoints.models import (
     AnswerRecord,
+    CallId,
     CheckpointRecord,
     DecisionRecord,
     DispatchRecord,
@@ -94,6 +95,9 @@ class RunState:
         self.witness: Witness = (
             parent.witness if parent is not None else Witness(evidence, thread_id)
         )
+        self.freezes: list[str] = parent.freezes if parent is not None else []
+        """Why tasks of this step froze the thread (shared with the child runs): once one
+        has, no sibling's tool call is dispatched (``NodeContext.dispatch_once``)."""
         self._token: anyio.lowlevel.EventLoopToken | None = None
         self.should_stop: Callable[[], bool] = never
         """Asked between supersteps of the root run: True ends the run there
@@ -104,6 +108,15 @@ class RunState:
     def durable(self) -> bool:
         """Whether the run has a store."""
         return self.committer is not None
+
+    @property
+    def frozen(self) -> str | None:
+        """Why a task of this run froze the thread, or None."""
+        return self.freezes[0] if self.freezes else None
+
+    def note_freeze(self, reason: str) -> None:
+        """A task is freezing the thread: nothing is dispatched from now on."""
+        self.freezes.append(reason)
 
     async def save_memo(self, task_id: str, key: str, value: Any) -> None:
         """Commit a memoized step result of a running task."""
@@ -123,6 +136,11 @@ class RunState:
         """Record a claimed call's outcome."""
         assert self.committer is not None
         await self.committer.complete_dispatch(key, status, result, error)
+
+    async def dispatch_record(self, key: str) -> DispatchRecord | None:
+        """The dispatch record of ``key`` in the thread, or None."""
+        assert self.store is not None
+        return await self.store.get_dispatch(self.thread_id, CallId(key))
 
     async def record_decision(self, record: DecisionRecord) -> None:
         """Append a decision record."""
