@@ -81,21 +81,20 @@ def _execute(
     graph: Any, value: Any, thread: str, principal: str | None, debug: bool, as_json: bool
 ) -> None:
     """Run ``graph`` on ``thread`` and print what happens."""
+    from graphflow.cli import render
     from graphflow.cli.encode import encode
 
-    if as_json:
-        print_json(encode(graph.invoke(value, thread_id=thread, principal=principal)))
-        return
-    from graphflow.cli import render
-
-    mode = "debug" if debug else "updates"
+    mode = "debug" if debug and not as_json else "updates"
     last = None
-    with _ctrl_c_twice(thread):
+    with _ctrl_c_twice(thread):  # (with --json too: a Ctrl-C lets the step under way end)
         for event in graph.stream(value, thread_id=thread, principal=principal, mode=mode):
-            line = render.event(event)
+            line = None if as_json else render.event(event)
             if line is not None:
                 click.echo(line)
             last = event
+    if as_json:
+        print_json(encode(_result(graph, thread, last)))
+        return
     if last is None or last.type == "done":
         state = render.compact(last.data if last is not None else None, render.WIDTH)
         click.echo(f"thread {thread}: done; state {state}")
@@ -106,6 +105,18 @@ def _execute(
     for p in pauses:
         for line in render.pause(p):
             click.echo(f"  {line}")
+
+
+def _result(graph: Any, thread: str, last: Any) -> Any:
+    """The ``RunResult`` of a run that streamed to its end (``last``: its last event), as
+    ``invoke`` returns it: read back from the thread it left."""
+    from graphflow.types import RunResult
+
+    snap = graph.get_state(thread)
+    if last is None or last.type == "done":
+        return RunResult("done", snap.values, [], thread, snap.checkpoint_id)
+    pauses = graph.pending_pauses(thread)
+    return RunResult("paused", snap.values, pauses, thread, snap.checkpoint_id)
 
 
 _principal = click.option("--principal", metavar="ID", help="who the run acts for")

@@ -102,12 +102,15 @@ graph = b.add_edge(START, "slow").add_edge("slow", "after").add_edge("after", EN
 """
 
 
-def test_ctrl_c_of_graphflow_run_leaves_the_thread_paused(tmp_path: Path) -> None:
+@pytest.mark.parametrize("as_json", [False, True])
+def test_ctrl_c_of_graphflow_run_leaves_the_thread_paused(tmp_path: Path, as_json: bool) -> None:
+    """With ``--json`` too (it stopped the node mid-step, the thread left running)."""
     (tmp_path / "sleepy.py").write_text(SLEEPY)
     env = {k: v for k, v in os.environ.items() if k != "GRAPHFLOW_DB"}
     cmd = [sys.executable, "-m", "graphflow", "--db", "s.db"]
+    json_flag = ["--json"] if as_json else []
     run = subprocess.Popen(
-        [*cmd, "run", "--graph", "sleepy:graph", "--thread", "s", "--input", "{}"],
+        [*cmd, "run", "--graph", "sleepy:graph", "--thread", "s", "--input", "{}", *json_flag],
         cwd=tmp_path, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
         preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
     )  # fmt: skip
