@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import TYPE_CHECKING, Any
 
+from graphflow.arguments import CONTROL
 from graphflow.errors import GraphValidationError
 from graphflow.retry import RetryPolicy, policies
 from graphflow.spec import Branch, Edges, GraphSpec, NodeSpec, pausing_nodes
@@ -175,6 +176,12 @@ class StateGraph:
             raise GraphValidationError(f"node name must be a string, not {name!r}")
         if name in self.nodes:
             self._errors.append((f"duplicate node name {name!r}", (name,)))
+            return self
+        if CONTROL.search(name):
+            self._errors.append((f"node name {name!r} holds a control character (a line "
+                                 "break, an escape, a bidi override): name it in plain text",
+                                 (name,)))  # fmt: skip
+            self._rejected.add(name)
             return self
         if name in (START, END) or "." in name or ":" in name or not name:
             self._errors.append(

@@ -25,6 +25,7 @@ from graphflow.cli.common import (
     json_option,
     parse_json,
     print_json,
+    printable,
     suggest,
     thread_argument,
 )
@@ -249,7 +250,7 @@ def cancel_command(
     if as_json:
         print_json({"thread_id": thread, "status": "cancelled", "reason": reason, "by": by})
         return
-    click.echo(f"cancelled thread {thread}: {reason}")
+    click.echo(f"cancelled thread {thread}: {printable(reason)}")
 
 
 COMMANDS = (approve_command, deny_command, answer_command, cancel_command)

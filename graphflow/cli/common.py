@@ -54,9 +54,18 @@ def one_line(text: str) -> str:
     return " ".join(text.split())
 
 
+def printable(text: str) -> str:
+    """``text`` with its control characters escaped (``\\x1b``, ``\\n``, bidi overrides):
+    text from a node, a model or an approver never drives the terminal it is printed on."""
+    from graphflow.arguments import CONTROL
+
+    return CONTROL.sub(lambda m: m.group().encode("unicode_escape").decode("ascii"), text)
+
+
 def fail(error: BaseException | str, code: int = ERROR) -> int:
-    """Print one line for ``error`` on stderr; return ``code`` (the exit code of an error)."""
-    text = one_line(str(error)) or type(error).__name__
+    """Print one line for ``error`` on stderr (escaped: it may quote a node's error);
+    return ``code`` (the exit code of an error)."""
+    text = printable(one_line(str(error))) or type(error).__name__
     print(f"graphflow: error: {text}", file=sys.stderr)
     return code
 

@@ -30,6 +30,7 @@ from graphflow.cli.common import (
     json_option,
     not_a_directory,
     print_json,
+    printable,
     thread_argument,
 )
 
@@ -244,7 +245,7 @@ def _thread_operation(
         status = th.status if th is not None else None
         print_json({"thread_id": thread, "status": status, "reason": reason, "by": by})
         return
-    click.echo(f"{'froze' if verb == 'freeze' else 'unfroze'} thread {thread}: {reason}")
+    click.echo(f"{'froze' if verb == 'freeze' else 'unfroze'} thread {thread}: {printable(reason)}")
 
 
 def _operation(verb: str, summary: str) -> click.Command:

@@ -8,8 +8,7 @@ import shlex
 from collections.abc import Iterable, Sequence
 from typing import Any
 
-from graphflow.arguments import CONTROL
-from graphflow.cli.common import suggest
+from graphflow.cli.common import printable, suggest
 from graphflow.cli.encode import encode, rfc3339
 
 WIDTH = 160
@@ -20,8 +19,9 @@ _LABELS = {"tool_name": "tool", "function_call_id": "call id"}
 
 
 def compact(value: Any, width: int | None = None) -> str:
-    """``value`` as one line of JSON, cut at ``width`` characters when given."""
-    text = json.dumps(encode(value), ensure_ascii=False, allow_nan=False)
+    """``value`` as one line of JSON, cut at ``width`` characters when given (what JSON
+    leaves as is of the control characters, C1 and bidi overrides, escaped)."""
+    text = printable(json.dumps(encode(value), ensure_ascii=False, allow_nan=False))
     if width is not None and len(text) > width:
         return text[: width - 1] + "…"
     return text
@@ -34,7 +34,7 @@ CELL_MAX = 120
 def cell(text: str) -> str:
     """``text`` as one table cell: control characters escaped (``\\n``: text from a model
     or an approver must not print as rows of its own), cut to ``CELL_MAX`` characters."""
-    text = CONTROL.sub(lambda m: m.group().encode("unicode_escape").decode("ascii"), text)
+    text = printable(text)
     return text if len(text) <= CELL_MAX else text[: CELL_MAX - 1] + "…"
 
 
@@ -74,7 +74,7 @@ def pause(p: Any, *, hints: bool = True) -> list[str]:
         lines.append(f"  value  {compact(p.value)}")
     if p.answered:
         by = f" by {p.answered_by}" if p.answered_by else ""
-        reason = f" ({p.answer_reason})" if p.answer_reason else ""
+        reason = f" ({printable(p.answer_reason)})" if p.answer_reason else ""
         lines.append(f"  answered{by} at {when(p.answered_at)}: {compact(p.answer)}{reason}")
     elif hints:
         lines.append(f"  answer with: {answer_hint(p)}")
@@ -113,7 +113,7 @@ def snapshot(s: Any, *, indent: str = "") -> list[str]:
     if s.tasks:
         lines.append(f"{indent}tasks:")
     for t in s.tasks:
-        extra = f"  error {t.error}" if t.error else ""
+        extra = f"  error {printable(t.error)}" if t.error else ""
         if t.result is not None:
             extra += f"  result {compact(t.result, WIDTH)}"
         lines.append(f"{indent}  {t.name}  {t.status}  attempts {t.attempts}  id {t.id}{extra}")

@@ -460,3 +460,13 @@ def test_draw_mermaid_ids_stay_unique() -> None:
     # START, 3 nodes, END, and the block with its START, x and END
     assert len(declared) == len(set(declared)) == 9, text
     assert "sub_x_2" in text and "a_b_2" in text
+
+
+@pytest.mark.parametrize("name", ["evil\x1b[31mnode", "a\nb", "x\u202ey", "tab\there"])
+def test_a_node_name_with_a_control_character_is_refused(name: str) -> None:
+    """Node names are printed by the CLI (run, pauses, draw) and stored in pause ids: an
+    escape sequence or a line break in one would drive the terminal (an outside finding)."""
+    b = builder("ok").add_node(name, node("x")).add_edge(START, "ok").add_edge("ok", name)
+    b.add_edge(name, END)
+    msg = str(compile_error(b))
+    assert "holds a control character" in msg and "unknown" not in msg, msg

@@ -81,3 +81,32 @@ def test_bad_ids_and_numbers_are_usage_errors_naming_the_option(cli: Cli, case: 
     assert got.code == 2 and got.stdout == "", (got.code, got.stdout, got.error)
     assert got.error.count("\n") <= 1 and message in got.error, got.error
     assert recorded(cli) == before
+
+
+ESCAPES = "x\x1b[31mRED\x1b]0;pwned\x07\u202eY"
+
+
+def test_reasons_print_escaped_where_they_are_echoed(cli: Cli) -> None:
+    """A reason is stored as given, and printed with its control characters escaped: it
+    never recolours, retitles or reorders the operator's terminal (an outside finding)."""
+    cli.start("t1")
+    approved = cli("approve", "t1", CALL, "--by", "alice", "--reason", ESCAPES)
+    frozen = cli("freeze", "t1", "--reason", ESCAPES, "--by", "ops")
+    listed = cli("pauses", "t1")
+    unfrozen = cli("unfreeze", "t1", "--reason", ESCAPES, "--by", "ops")
+    cancelled = cli("cancel", "t1", "--reason", ESCAPES, "--by", "ops")
+    for got in (approved, frozen, listed, unfrozen, cancelled):
+        assert got.code == 0, got.error
+        assert not any(c in got.stdout for c in "\x1b\x07\u202e"), got.stdout
+    for got in (frozen, unfrozen, cancelled):
+        assert "x\\x1b[31mRED\\x1b]0;pwned\\x07\\u202eY" in got.stdout, got.stdout
+    assert "\\x1b[31mRED" in listed.stdout, listed.stdout
+
+
+def test_an_error_line_escapes_what_it_quotes(capsys: pytest.CaptureFixture[str]) -> None:
+    from graphflow.cli.common import fail
+
+    assert fail(ValueError(f"node said {ESCAPES}\nsecond line")) == 1
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and not any(c in err for c in "\x1b\x07\u202e"), err
+    assert "node said x\\x1b[31mRED" in err and "second line" in err
