@@ -6,6 +6,7 @@ character) is refused here, by name, instead of failing half-way through a write
 from __future__ import annotations
 
 import re
+import unicodedata
 from typing import Any
 
 from graphflow.errors import InvalidArgumentError
@@ -93,6 +94,11 @@ def identity(name: str, value: str) -> str:
     if not value.strip():
         raise InvalidArgumentError(f"{name} must be a non-blank id, not {value!r:.80}")
     _printable(name, value)
+    if any(unicodedata.category(c) == "Cf" for c in value):
+        raise InvalidArgumentError(
+            f"{name} {value!r:.80} holds an invisible format character (a zero-width space, "
+            "joiner or mark): it would print as another id; use printable text"
+        )
     return value
 
 

@@ -73,7 +73,12 @@ async def get_state_history(
     spec: GraphSpec, store: Checkpointer, thread_id: str, *, limit: int | None = None
 ) -> list[StateSnapshot]:
     """Snapshots of every checkpoint of the thread, newest first, with their pauses and
-    answers (an unknown thread has none)."""
+    answers (an unknown thread has none); ``limit``: the newest ``limit`` of them."""
+    if limit is not None and (type(limit) is not int or limit < 0):
+        raise InvalidArgumentError(
+            f"limit must be a non-negative int (the most snapshots to return) or None, "
+            f"not {limit!r:.80}"
+        )
     with naming(thread_id):
         th = await store.get_thread(ThreadId(thread_id))
         if th is None:

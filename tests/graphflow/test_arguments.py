@@ -115,8 +115,10 @@ def test_text_that_cannot_be_stored_is_refused_before_anything_is_written(
 
 
 @pytest.mark.parametrize(
-    "by", ["  ", "bo\nb", "a\x00b", "x\t", "al\u202eice", "c1\x85", "a\u2028b"]
-)
+    "by",
+    ["  ", "bo\nb", "a\x00b", "x\t", "al\u202eice", "c1\x85", "a\u2028b", "alice\u200b",
+     "ali\u200dce", "\ufeffbob"],  # (a zero-width character prints as "alice")
+)  # fmt: skip
 def test_a_decision_by_no_one_printable_is_refused_as_given(
     graph: Any, tmp_path: Path, by: str
 ) -> None:
@@ -135,3 +137,16 @@ def test_a_thread_id_of_the_longest_length_is_taken(graph: Any) -> None:
     longest = "t" * 1000
     assert graph.invoke({}, thread_id=longest).status == "paused"
     assert longest in [t.thread_id for t in graph.list_threads()]
+
+
+@pytest.mark.parametrize("limit", [-1, "x", True, 1.5])
+def test_a_bad_history_limit_is_refused_by_name(graph: Any, limit: Any) -> None:
+    """It was sliced as given: ``-1`` dropped the oldest snapshot, ``"x"`` a TypeError."""
+    with pytest.raises(InvalidArgumentError, match="limit must be a non-negative int"):
+        graph.get_state_history("t", limit=limit)
+
+
+def test_a_history_limit_keeps_the_newest(graph: Any) -> None:
+    every = graph.get_state_history("t")
+    assert graph.get_state_history("t", limit=0) == []
+    assert graph.get_state_history("t", limit=1) == every[:1]
