@@ -141,10 +141,8 @@ async def handle_call(
     )
     trail = CallTrail.of(ctx, proposal, tctx)
     if proposal.replayed:  # decided before: never judged again (another principal, expiry)
-        refusal = proposal.key("refused")
-        if ctx.has_memo(refusal):
-            out.content = await ctx.step_once(refusal, _same, "")
-            return out
+        if ctx.has_memo(proposal.key("refused")):
+            return await _refused(ctx, proposal, out, "")  # (the stored text)
         done = await ctx.dispatched(proposal.dispatch_key)
         if done is not None:
             ran = done.status == "succeeded"
