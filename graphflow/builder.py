@@ -140,7 +140,23 @@ class StateGraph:
     Every method returns the builder, so calls chain.
     """
 
-    def __init__(self, state_schema: type[Any]):
+    def __init__(
+        self,
+        state_schema: type[Any],
+        *,
+        input_schema: Any = None,
+        output_schema: Any = None,
+        context_schema: Any = None,
+    ):
+        """``input_schema``, ``output_schema`` and ``context_schema`` (LangGraph's) are
+        refused: a graph takes and returns its one state schema."""
+        options = {"input_schema": input_schema, "output_schema": output_schema}
+        given = [n for n, v in {**options, "context_schema": context_schema}.items() if v]
+        if given:
+            raise GraphValidationError(
+                f"StateGraph({', '.join(f'{n}=...' for n in given)}) is not supported: a "
+                "graph takes and returns its one state schema; declare every key there"
+            )
         self.schema = StateSchema(state_schema)
         self.nodes: dict[str, NodeSpec] = {}
         self.edges = _EdgeDraft()

@@ -13,7 +13,14 @@ import re
 import typing
 from typing import Any, TypeVar, get_args, get_origin, get_type_hints
 
-from pydantic import BaseModel, ValidationError
+from pydantic import (
+    AfterValidator,
+    BaseModel,
+    BeforeValidator,
+    PlainValidator,
+    ValidationError,
+    WrapValidator,
+)
 
 from checkpoints import serde
 from graphflow.errors import GraphValidationError
@@ -54,6 +61,28 @@ def update_type(reducer: Any) -> Any:
     if len(params) < 2:
         return None
     return hints.get(params[1].name)
+
+
+_MODES = {
+    "after": AfterValidator,
+    "before": BeforeValidator,
+    "wrap": WrapValidator,
+    "plain": PlainValidator,
+}
+
+
+def field_validators(schema: type[Any], key: str) -> list[Any]:
+    """The ``@field_validator`` functions of a model's field ``key`` (``"*"`` ones included),
+    as ``Annotated`` metadata in their definition order, which applies them as the model
+    does. A validator meets a write by itself: its ``info.data`` is ``None``."""
+    decorators = getattr(schema, "__pydantic_decorators__", None)
+    if decorators is None:
+        return []
+    out = []
+    for dec in decorators.field_validators.values():
+        if key in dec.info.fields or "*" in dec.info.fields:
+            out.append(_MODES[dec.info.mode](dec.func))
+    return out
 
 
 def has_typevar(tp: Any) -> bool:

@@ -3,6 +3,8 @@
 A pydantic schema is enforced: every write (a node's update, the input, ``update_state``) is
 validated and coerced as pydantic would, key by key, and values loaded from a store are
 checked against it (``check_loaded``). A TypedDict schema is not validated (as in LangGraph).
+A field's ``@field_validator``s run on writes to a key without a reducer (not on loads, which
+check the type alone: a stored value was validated when it was written).
 
 What a write to a key with a reducer is validated as:
 
@@ -15,9 +17,10 @@ What a write to a key with a reducer is validated as:
 
 from __future__ import annotations
 
+import dataclasses
 import operator
 import typing
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, get_args, get_origin, get_type_hints
 
@@ -30,6 +33,7 @@ from graphflow.schema_types import (
     check_reducer,
     details,
     fast_type,
+    field_validators,
     has_typevar,
     list_item,
     register_types,
@@ -75,8 +79,10 @@ class StateSchema:
         self.schema = schema
         self.is_model = isinstance(schema, type) and issubclass(schema, BaseModel)
         if not self.is_model and not typing.is_typeddict(schema):
-            raise TypeError(
-                f"state schema must be a pydantic BaseModel or a TypedDict, not {schema!r}"
+            what = "a dataclass" if dataclasses.is_dataclass(schema) else repr(schema)
+            raise GraphValidationError(
+                f"state schema must be a pydantic BaseModel or a TypedDict, not {what}; "
+                "declare the state as one of those"
             )
         hints = get_type_hints(schema, include_extras=True)
         self.channels: dict[str, Channel] = {}
@@ -130,6 +136,23 @@ class StateSchema:
             if ch.default is not None and (self.is_model or ch.reducer is not None):
                 out[ch.name] = ch.default()
         return out
+
+    def check_complete(self, values: Mapping[str, Any]) -> None:
+        """Raise ``InvalidUpdateError`` when a new thread's first state lacks a required
+        field of a pydantic schema (one without a default), as the model itself would."""
+        if not self.is_model:
+            return
+        missing = [
+            k for k, f in self.schema.model_fields.items() if f.is_required() and k not in values
+        ]
+        if missing:
+            raise InvalidUpdateError(
+                f"the input of a new thread lacks required state key(s) "
+                f"{', '.join(map(repr, missing))} of {self.schema.__name__} (no default); "
+                "give them in the input",
+                node="input",
+                key=missing[0],
+            )
 
     def view(self, values: Mapping[str, Any]) -> Any:
         """The state object a node sees (a model instance or a dict), without validation."""
@@ -207,13 +230,16 @@ class StateSchema:
         try:
             return check.validate(value)
         except ValidationError as e:
-            who = {"input": "the input", "update_state": "update_state"}.get(node, f"node {node!r}")
-            raise InvalidUpdateError(
-                f"{who} wrote {type(value).__name__} {short(value)} to state key {key!r}, "
-                f"which takes {check.expected}: {details(e)}",
-                node=node,
-                key=key,
-            ) from None
+            problem = details(e)
+        except Exception as e:  # a field validator that raised something else
+            problem = f"its validator raised {type(e).__name__}: {e}"
+        who = {"input": "the input", "update_state": "update_state"}.get(node, f"node {node!r}")
+        raise InvalidUpdateError(
+            f"{who} wrote {type(value).__name__} {short(value)} to state key {key!r}, "
+            f"which takes {check.expected}: {problem}",
+            node=node,
+            key=key,
+        )
 
     def check_loaded(
         self, values: Mapping[str, Any], thread_id: str, checkpoint_id: str | None = None
@@ -252,12 +278,16 @@ class StateSchema:
                 )
 
     # -- validators, built on first use (building one costs far more than using it) --------
-    def _adapter(self, key: str, tp: Any, whole_field: bool) -> TypeAdapter[Any]:
+    def _adapter(
+        self, key: str, tp: Any, whole_field: bool, validators: Sequence[Any] = ()
+    ) -> TypeAdapter[Any]:
         """A validator of ``tp`` under the schema's config, with the field's constraints
-        (``Field(gt=0)``, ``Annotated`` metadata) when ``tp`` is the field's own type."""
+        (``Field(gt=0)``, ``Annotated`` metadata) when ``tp`` is the field's own type, then
+        ``validators`` (the field's ``@field_validator`` functions)."""
         fld = self.schema.model_fields.get(key)
-        if whole_field and fld is not None and fld.metadata:
-            tp = typing.Annotated[tp, *fld.metadata]
+        meta = [*(fld.metadata if whole_field and fld is not None else ()), *validators]
+        if meta:
+            tp = typing.Annotated[tp, *meta]
         try:
             return TypeAdapter(tp, config=self.schema.model_config)
         except PydanticUserError:  # a type with its own config (a model) keeps it
@@ -285,7 +315,8 @@ class StateSchema:
             return check
         if ch.reducer is not None and ch.reducer is not operator.add and ch.reducer is not merge:
             tp, whole = update_type(ch.reducer), False
-        check = self._plain_check(key, tp, whole)
+        own = field_validators(self.schema, key) if ch.reducer is None else []
+        check = self._plain_check(key, tp, whole, own)
         self._writes[key] = check
         return check
 
@@ -294,15 +325,19 @@ class StateSchema:
         self._loads[key] = check
         return check
 
-    def _plain_check(self, key: str, tp: Any, whole: bool) -> _Check:
+    def _plain_check(
+        self, key: str, tp: Any, whole: bool, validators: Sequence[Any] = ()
+    ) -> _Check:
         if tp is None or tp is Any or has_typevar(tp):
-            return _Check(None, None, "")
+            if not validators:
+                return _Check(None, None, "")
+            tp = Any
         try:
-            adapter = self._adapter(key, tp, whole)
+            adapter = self._adapter(key, tp, whole, validators)
         except Exception:  # a type pydantic cannot validate (then it is not validated)
             return _Check(None, None, "")
         fld = self.schema.model_fields.get(key)
-        constrained = whole and fld is not None and bool(fld.metadata)
+        constrained = bool(validators) or (whole and fld is not None and bool(fld.metadata))
         return _Check(
             adapter.validate_python, None if constrained else fast_type(tp), type_name(tp)
         )

@@ -42,6 +42,7 @@ async def start_input(
         applied = apply_writes(
             schema, schema.initial(), {}, {}, [("input", update.items())], version
         )
+        schema.check_complete(applied.values)
         stored = {w.channel for w in applied.writes}
         writes = list(applied.writes)
         for k in sorted(set(applied.values) - stored):  # defaults are stored too

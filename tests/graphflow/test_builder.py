@@ -9,7 +9,7 @@ from typing import Annotated, Any, TypedDict
 import pytest
 from pydantic import BaseModel, Field
 
-from graphflow import END, START, CompiledGraph, NodeContext, StateGraph
+from graphflow import END, START, CompiledGraph, GraphValidationError, NodeContext, StateGraph
 from graphflow.reducers import append, merge
 
 
@@ -220,7 +220,7 @@ def test_rejects_a_schema_that_is_neither_pydantic_nor_typeddict() -> None:
     class Plain:
         x: int = 0
 
-    with pytest.raises(TypeError, match="Plain"):
+    with pytest.raises(GraphValidationError, match="Plain"):
         StateGraph(Plain)
 
 

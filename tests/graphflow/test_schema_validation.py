@@ -11,7 +11,7 @@ import uuid
 from typing import Annotated, Any, TypedDict
 
 import pytest
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, Field, ValidationInfo, field_validator
 
 from checkpoints import MemoryCheckpointer, serde
 from checkpoints.errors import CorruptCheckpointError
@@ -337,3 +337,107 @@ def test_dataclasses_named_in_a_pydantic_state_are_registered_like_its_models(
     assert graph.invoke({}, thread_id="t").state.route == Route([Point(1, 2), Point(3, 4)])
     snap = b.compile(checkpointer=SqliteCheckpointer(tmp_path / "t.db")).get_state("t")
     assert snap is not None and snap.values.start == Point(1, 2)
+
+
+# -- field validators and required fields ---------------------------------------------------------
+class V(BaseModel):
+    """A model with field validators of every mode, a ``"*"`` one and a required field."""
+
+    need: int
+    name: str = ""
+    code: str = "a"
+    seen: Annotated[list[str], append] = []
+
+    @field_validator("name")
+    @classmethod
+    def upper(cls, v: str) -> str:
+        if v == "bad":
+            raise ValueError("name may not be bad")
+        return v.upper()
+
+    @field_validator("code", mode="before")
+    @classmethod
+    def stringify(cls, v: Any) -> Any:
+        return str(v) if isinstance(v, int) else v
+
+    @field_validator("code", mode="wrap")
+    @classmethod
+    def bracket(cls, v: Any, handler: Any) -> str:
+        return f"<{handler(v)}>"
+
+    @field_validator("*")
+    @classmethod
+    def no_tabs(cls, v: Any) -> Any:
+        if isinstance(v, str) and "\t" in v:
+            raise ValueError("no tabs")
+        return v
+
+
+def test_field_validators_run_on_node_writes_input_and_update_state() -> None:
+    cp = MemoryCheckpointer()
+
+    def ask(state: V) -> dict[str, Any]:
+        return {"name": str(interrupt("name?")), "code": 7}
+
+    g = one_node(ask, V, checkpointer=cp)
+    assert V(need=1, name="x", code=7).code == "<7>"  # what the model itself does
+    g.invoke({"need": 1, "name": "in"}, thread_id="t")
+    snap = g.get_state("t")
+    assert snap is not None and snap.values.name == "IN"  # the input
+    g.update_state("t", {"name": "upd"})
+    snap = g.get_state("t")
+    assert snap is not None and snap.values.name == "UPD"  # update_state
+    result = g.invoke(None, thread_id="t", resume="bob")
+    assert result.state.name == "BOB" and result.state.code == "<7>"  # a node's writes
+
+
+def test_a_field_validator_that_refuses_names_node_key_and_its_message() -> None:
+    e = raised(lambda: one_node(lambda s: {"name": "bad"}, V).invoke({"need": 1}))
+    assert isinstance(e, InvalidUpdateError) and e.node == "n" and e.key == "name", repr(e)
+    assert "name may not be bad" in str(e)
+    e = raised(lambda: one_node(lambda s: {"code": "a\tb"}, V).invoke({"need": 1}))
+    assert isinstance(e, InvalidUpdateError) and e.key == "code" and "no tabs" in str(e)
+    e = raised(lambda: one_node(lambda s: None, V).invoke({"need": 1, "name": "bad"}))
+    assert isinstance(e, InvalidUpdateError) and e.node == "input", repr(e)
+
+
+def test_a_field_validator_raising_another_exception_is_an_invalid_update() -> None:
+    class W(BaseModel):
+        name: str = ""
+
+        @field_validator("name")
+        @classmethod
+        def peek(cls, v: str, info: ValidationInfo) -> str:
+            return v + str(info.data["other"])  # info.data is None for a lone write
+
+    e = raised(lambda: one_node(lambda s: {"name": "x"}, W).invoke({}))
+    assert isinstance(e, InvalidUpdateError) and e.key == "name", repr(e)
+    assert "its validator raised TypeError" in str(e)
+
+
+def test_stored_values_are_not_validated_again_by_field_validators() -> None:
+    cp = MemoryCheckpointer()
+
+    def ask(state: V) -> dict[str, Any]:
+        return {"code": str(interrupt("code?"))}
+
+    g = one_node(ask, V, checkpointer=cp)
+    g.invoke({"need": 1, "code": "x"}, thread_id="t")  # stored as "<x>"
+    snap = g.get_state("t")  # a load that re-ran the wrap validator would see "<<x>>"
+    assert snap is not None and snap.values.code == "<x>"
+    assert g.invoke(None, thread_id="t", resume="y").state.code == "<y>"
+
+
+def test_a_new_threads_input_without_a_required_field_is_refused_before_anything_is_written() -> (
+    None
+):
+    cp = MemoryCheckpointer()
+    g = one_node(lambda s: {"name": "x"}, V, checkpointer=cp)
+    e = raised(lambda: g.invoke({"name": "a"}, thread_id="t"))
+    assert isinstance(e, InvalidUpdateError) and e.key == "need" and e.node == "input", repr(e)
+    assert "lacks required state key(s) 'need' of V" in str(e)
+    assert g.get_state("t") is None and g.list_threads() == []
+    assert isinstance(raised(lambda: g.invoke({}, thread_id="t")), InvalidUpdateError)
+    assert g.invoke({"need": 2}, thread_id="t").state.need == 2
+    # A later run of the thread has the field already: its input may leave it out.
+    assert g.invoke({"name": "b"}, thread_id="t").state == V(need=2, name="X")
