@@ -240,7 +240,16 @@ def node_exit(error: BaseException, *, on_thread: bool) -> NodeExitError | None:
 class NodeError(GraphflowError):
     """A node raised an exception; the original is kept as ``__cause__``."""
 
-    def __init__(self, node: str, error: BaseException, *, thread_id: str | None = None):
+    def __init__(
+        self,
+        node: str,
+        error: BaseException,
+        *,
+        thread_id: str | None = None,
+        router: bool = False,
+    ):
+        """``router``: the exception came from the router of a conditional edge from
+        ``node`` (``node`` reruns with it: its writes were not applied)."""
         if thread_id:  # a thread of a checkpointer: its completed work is kept
             then = (
                 f" in thread {thread_id!r}; fix the cause and run invoke(None, "
@@ -248,7 +257,12 @@ class NodeError(GraphflowError):
             )
         else:
             then = "; fix the cause and run the graph again"
-        super().__init__(f"node {node!r} raised {type(error).__name__}: {error}{then}")
+        who = f"node {node!r}"
+        if router:
+            who = "the router of the conditional edge from " + (
+                "START" if node == "__start__" else repr(node)
+            )
+        super().__init__(f"{who} raised {type(error).__name__}: {error}{then}")
         self.node = node
         self.error = error
         self.thread_id = thread_id

@@ -33,7 +33,7 @@ from graphflow.engine.outcomes import RunStopped, StreamClosed, Writes
 from graphflow.engine.run_state import RunState
 from graphflow.engine.subgraph import child_inputs
 from graphflow.engine.tasks import TaskRunner
-from graphflow.errors import InvalidRouteError, RecursionLimitError
+from graphflow.errors import GraphflowError, InvalidRouteError, NodeError, RecursionLimitError
 from graphflow.spec import GraphSpec, NodeSpec
 from graphflow.types import RunResult, Send
 
@@ -99,7 +99,8 @@ class Run(RunState):
 
     async def route(self, node: str) -> list[str | Send]:
         """Where a node's edges lead on the current state (``START``'s, for an input)."""
-        return await route(self.spec, self.values, node)
+        hint = self.thread_id if self.committer is not None else None
+        return await route(self.spec, self.values, node, self.node_path(node), hint)
 
     # -- subgraphs ---------------------------------------------------------------------------
     async def run_subgraph(self, node: NodeSpec, state: Any, ctx: NodeContext) -> Writes:
@@ -138,18 +139,30 @@ class Run(RunState):
         return Writes((k, v) for k, v in child.hidden.get(plan.OUT_KEY, []))
 
 
-async def route(spec: GraphSpec, values: Mapping[str, Any], node: str) -> list[str | Send]:
+async def route(
+    spec: GraphSpec,
+    values: Mapping[str, Any],
+    node: str,
+    path: str | None = None,
+    thread_id: str | None = None,
+) -> list[str | Send]:
     """Where ``node``'s plain and conditional edges lead on ``values`` (routers are called
-    with the state view, and may be async)."""
+    with the state view, and may be async). A router's exception raises ``NodeError``
+    naming the router's node (``path``: its full name) and ``thread_id``."""
     edges = spec.edges
     targets: list[str | Send] = list(edges.static.get(node, ()))
     branches = edges.branches.get(node)
     if branches:
         view = spec.schema.view(values)
         for br in branches:
-            res = br.router(view)
-            if inspect.isawaitable(res):
-                res = await res
+            try:
+                res = br.router(view)
+                if inspect.isawaitable(res):
+                    res = await res
+            except GraphflowError:
+                raise
+            except Exception as e:
+                raise NodeError(path or node, e, thread_id=thread_id, router=True) from e
             if res is None:  # (a router that forgot to return: an error, as in LangGraph)
                 if br.path_map is None or None not in br.path_map:
                     raise InvalidRouteError(

@@ -30,7 +30,7 @@ from graphflow.engine.outcomes import Outcome, StepTasks, as_update
 from graphflow.engine.pauses import PauseRequest, make_pause_id
 from graphflow.engine.start import deferred
 from graphflow.engine.witness import GATES, pause_event
-from graphflow.errors import GraphflowError, NodeError, ThreadFrozenError
+from graphflow.errors import GraphflowError, GraphValidationError, NodeError, ThreadFrozenError
 from graphflow.types import RunResult, Send
 
 if TYPE_CHECKING:  # (the run passes itself in; run.py imports this module)
@@ -170,6 +170,13 @@ async def stop(
         ) from err
     if run.parent is not None:
         raise PauseSignal([], records=all_pauses)  # pauses the parent's task
+    if run.committer is None:  # (an interrupt() compile could not see: in a helper)
+        nodes = tuple(dict.fromkeys(p.node for p in all_pauses))
+        raise GraphValidationError(
+            f"nodes {list(nodes)} paused (interrupt() or a tool confirmation), so the graph "
+            "that runs them needs a checkpointer (compile(checkpointer=...)) to resume them",
+            nodes,
+        )
     return run.paused_result(all_pauses)
 
 

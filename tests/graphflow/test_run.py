@@ -886,3 +886,37 @@ def test_a_keyboard_interrupt_from_node_code_is_a_failure_unless_it_may_be_ctrl_
             graph.invoke({"n": 0})
     finally:
         signal.signal(signal.SIGINT, before)
+
+
+# -- a router that raises ------------------------------------------------------------------------
+def test_a_router_that_raises_is_a_node_error_naming_its_edge_and_the_node_reruns() -> None:
+    calls: list[int] = []
+    broken = {"on": True}
+
+    def a(state: State) -> dict[str, Any]:
+        calls.append(1)
+        return {"log": ["a"]}
+
+    def router(state: Any) -> str:
+        if broken["on"]:
+            return {"x": 1}["missing"]  # type: ignore[no-any-return]
+        return END
+
+    b = StateGraph(State).add_node("a", a).add_edge(START, "a").add_conditional_edges("a", router)
+    with pytest.raises(NodeError) as info:
+        b.compile().invoke({})
+    assert info.value.node == "a" and isinstance(info.value.error, KeyError)
+    assert str(info.value).startswith(
+        "the router of the conditional edge from 'a' raised KeyError: 'missing'"
+    )
+    graph = b.compile(checkpointer=MemoryCheckpointer())
+    with pytest.raises(NodeError, match="in thread 't'; fix the cause and run invoke"):
+        graph.invoke({}, thread_id="t")
+    assert graph.get_state("t").next == ("a",)  # type: ignore[union-attr]
+    broken["on"] = False
+    assert graph.invoke(None, thread_id="t").state.log == ["a"]  # a's writes applied once
+    assert len(calls) == 3
+    with pytest.raises(NodeError, match="the router of the conditional edge from START raised"):
+        StateGraph(State).add_node("a", a).add_edge("a", END).add_conditional_edges(
+            START, lambda s: 1 // 0, ["a"]
+        ).compile().invoke({})

@@ -407,6 +407,22 @@ def test_a_graph_whose_nodes_can_pause_needs_a_checkpointer_to_run(how: str) -> 
     assert own.invoke({}, thread_id="t").status == "paused"
 
 
+def _ask_in_a_helper() -> str:
+    return str(interrupt("ok?"))
+
+
+def test_an_interrupt_compile_cannot_see_is_refused_when_it_fires_without_a_checkpointer() -> None:
+    # The node's own code does not name interrupt (a helper calls it): compile cannot tell.
+    b = StateGraph(State).add_node("ask", lambda s: {"log": [_ask_in_a_helper()]})
+    graph = b.add_edge(START, "ask").add_edge("ask", END).compile()
+    assert graph.spec.pausing == ()
+    for run in (lambda: graph.invoke({}), lambda: list(graph.stream({}))):
+        with pytest.raises(GraphValidationError) as info:
+            run()
+        assert info.value.nodes == ("ask",)
+        assert "paused" in str(info.value) and "compile(checkpointer=...)" in str(info.value)
+
+
 def test_a_graph_that_cannot_pause_runs_without_a_checkpointer() -> None:
     b = builder("a").add_edge(START, "a").add_edge("a", END)
     assert b.compile().invoke({}).state.log == ["a"]
@@ -470,3 +486,24 @@ def test_a_node_name_with_a_control_character_is_refused(name: str) -> None:
     b.add_edge(name, END)
     msg = str(compile_error(b))
     assert "holds a control character" in msg and "unknown" not in msg, msg
+
+
+# -- schemas graphflow does not take -------------------------------------------------------------
+def test_a_dataclass_state_schema_is_a_graph_validation_error() -> None:
+    import dataclasses
+
+    @dataclasses.dataclass
+    class D:
+        x: int = 0
+
+    with pytest.raises(GraphValidationError, match="not a dataclass; declare the state"):
+        StateGraph(D)
+    with pytest.raises(GraphValidationError, match="not <class 'int'>"):
+        StateGraph(int)
+
+
+@pytest.mark.parametrize("option", ["input_schema", "output_schema", "context_schema"])
+def test_langgraphs_extra_schemas_are_refused_by_name(option: str) -> None:
+    with pytest.raises(GraphValidationError) as info:
+        StateGraph(State, **{option: State})
+    assert f"StateGraph({option}=...) is not supported" in str(info.value)
