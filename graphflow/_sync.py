@@ -59,6 +59,8 @@ class _Loop:
 
     def run(self, coro: Coroutine[Any, Any, T], context: contextvars.Context) -> T:
         loop = self.get()
+        if loop.is_running():  # a sync call from a node running inline (call_inline)
+            return _on_new_loop(coro, context)
         task = loop.create_task(coro, context=context)
         try:
             return loop.run_until_complete(task)
@@ -80,6 +82,26 @@ class _Loop:
             loop.run_until_complete(loop.shutdown_default_executor())
         finally:
             loop.close()
+
+
+def _on_new_loop(coro: Coroutine[Any, Any, T], context: contextvars.Context) -> T:
+    """Run ``coro`` on a loop of its own, closed after it (a nested sync call)."""
+    runner = _Loop()
+    try:
+        return runner.run(coro, context)
+    finally:
+        runner.close()
+
+
+def call_inline(fn: Callable[..., T], *args: Any) -> T:
+    """Call a sync node on the private loop's thread as if no loop ran there: so that the
+    node may call ``asyncio.run``, or ``invoke`` another graph, as in a plain thread."""
+    loop = asyncio.events._get_running_loop()
+    asyncio.events._set_running_loop(None)
+    try:
+        return fn(*args)
+    finally:
+        asyncio.events._set_running_loop(loop)
 
 
 def _finish(loop: asyncio.AbstractEventLoop, task: asyncio.Future[Any]) -> None:

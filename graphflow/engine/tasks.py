@@ -26,7 +26,7 @@ import anyio.to_thread
 
 from checkpoints.blocking import inline_io
 from checkpoints.models import CheckpointRecord, TaskId, TaskRecord, TaskSpec
-from graphflow._sync import nodes_inline
+from graphflow._sync import call_inline, nodes_inline
 from graphflow.engine.attempts import Attempt, Job, finish
 from graphflow.engine.committer import Committer
 from graphflow.engine.context import (
@@ -232,7 +232,7 @@ class TaskRunner:
             if node.is_async:
                 return await fn(*args)
             if inline:
-                return fn(*args)
+                return call_inline(fn, *args)
             return await anyio.to_thread.run_sync(fn, *args)
         except (SystemExit, KeyboardInterrupt) as e:  # (the task fails: errors.node_exit)
             failure = node_exit(e, on_thread=not (node.is_async or inline))

@@ -124,3 +124,26 @@ def test_a_streamed_event_arrives_while_the_next_sync_node_runs() -> None:
             seen.set()
     assert waited == [True]
     assert g.invoke({"n": 0}).state["n"] == 11  # (invoke still runs a lone sync node inline)
+
+
+async def _five() -> int:
+    await anyio.sleep(0)
+    return 5
+
+
+def test_a_sync_node_may_call_asyncio_run_and_invoke_another_graph() -> None:
+    # A lone sync node runs inline on invoke's private loop; to its code no loop runs there.
+    import asyncio  # noqa: TID251 - what a user's node does
+
+    inner = _graph()
+    b = StateGraph(S).add_node("a", lambda s: {"n": asyncio.run(_five())})
+    b.add_node("b", lambda s: inner.invoke({"n": s["n"]}).state)  # a nested sync call
+    graph = b.add_edge(START, "a").add_edge("a", "b").add_edge("b", END).compile()
+    loop = None
+    for _ in range(2):
+        assert graph.invoke({"n": 0}).state == {"n": 6}
+        assert loop is None or _loop() is loop  # the private loop is kept, and still works
+        loop = _loop()
+    assert list(graph.stream({"n": 0}))[-1].data == {"n": 6}
+    assert anyio.run(graph.ainvoke, {"n": 0}).state == {"n": 6}
+    assert not loop.is_running() and not loop.is_closed()
