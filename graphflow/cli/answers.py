@@ -73,9 +73,11 @@ def _decide(
     pending = _pending_call(pauses, call_id)
     if pending is not None and not as_json:
         req = pending.request
+        from graphflow.cli.encode import request_fields
         from graphflow.cli.render import compact
 
-        click.echo(f"{verdict} {req.tool_name} {compact(req.args)} (call {req.function_call_id}, "
+        args = compact(request_fields(req)["args"])
+        click.echo(f"{verdict} {req.tool_name} {args} (call {req.function_call_id}, "
                    f"pause {pending.id}, fingerprint {req.fingerprint})")  # fmt: skip
     decision = (
         Decision.approve(fingerprint=fingerprint, by=by, reason=reason)

@@ -8,7 +8,10 @@ The rules (README, "Command line"):
   a pause (``Pause``, ``ToolConfirmationPause``) is always ``{thread_id, pause_id, kind,
   node, checkpoint_id, created_at, value, request, answered, answer, answered_by,
   answered_at, answer_reason}``, ``request`` holding every ``ToolConfirmationRequest``
-  field, or null for a pause that is not a tool confirmation;
+  field, or null for a pause that is not a tool confirmation; the call's ``args`` there (and
+  in ``value``) are shown as the evidence log stores them: the value of a secret key
+  (``api_key``, ``password``, ``token``...) and secret-looking text as ``"sha256:<hex>"``
+  (``graphflow.evidence.redact``; the fingerprint still binds the real arguments);
 - datetimes (and the stored timestamps of records) are RFC 3339 strings in UTC
   (``2025-01-31T12:00:00.000000Z``; a naive datetime is taken as UTC);
 - ``None``, booleans, integers, strings, finite floats are themselves; mappings become
@@ -43,6 +46,21 @@ def rfc3339(value: datetime | float) -> str:
 def encode(value: Any) -> Any:
     """``value`` as JSON types, by the rules of this module's docstring."""
     return _Encoder().encode(value)
+
+
+def request_fields(request: Any) -> dict[str, Any]:
+    """A ``ToolConfirmationRequest`` as JSON, its call's secrets as digests."""
+    from graphflow.evidence.redact import Redactor
+
+    fields: dict[str, Any] = _Encoder().encode(request)
+    if not _REDACTOR:
+        _REDACTOR.append(Redactor())
+    # (encoded first: JSON types only, which the redactor takes whatever the call held)
+    fields["args"] = _REDACTOR[0].prepare(fields["args"], keyed=True, where="args")
+    return fields
+
+
+_REDACTOR: list[Any] = []
 
 
 def pause(value: Any) -> dict[str, Any]:
@@ -112,6 +130,12 @@ class _Encoder:
 
     def pause(self, value: Any) -> dict[str, Any]:
         request = getattr(value, "request", None)
+        shown = self.encode(value.value)
+        fields = None
+        if request is not None:
+            fields = request_fields(request)
+            if isinstance(shown, dict) and "request" in shown:
+                shown["request"] = fields
         return {
             "thread_id": value.thread_id,
             "pause_id": value.id,
@@ -119,8 +143,8 @@ class _Encoder:
             "node": value.node,
             "checkpoint_id": value.checkpoint_id,
             "created_at": rfc3339(value.created_at),
-            "value": self.encode(value.value),
-            "request": self.encode(request) if request is not None else None,
+            "value": shown,
+            "request": fields,
             "answered": value.answered,
             "answer": self.encode(value.answer),
             "answered_by": value.answered_by,

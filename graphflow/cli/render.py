@@ -9,7 +9,7 @@ from collections.abc import Iterable, Sequence
 from typing import Any
 
 from graphflow.cli.common import printable, suggest
-from graphflow.cli.encode import encode, rfc3339
+from graphflow.cli.encode import encode, request_fields, rfc3339
 
 WIDTH = 160
 """Where a value shown in a summary line is cut (full values: ``--json``)."""
@@ -62,7 +62,7 @@ def pause(p: Any, *, hints: bool = True) -> list[str]:
     ]
     request = getattr(p, "request", None)
     if request is not None:
-        fields = encode(request)
+        fields = request_fields(request)
         names = [n for n in _REQUEST_FIRST if n in fields]
         names += [n for n in fields if n not in _REQUEST_FIRST]
         width = max(len(_LABELS.get(n, n)) for n in names)
@@ -152,7 +152,8 @@ def event(e: Any) -> str | None:
     if e.type == "pause":
         request = getattr(data, "request", None)
         what = (
-            f"{request.tool_name} {compact(request.args, WIDTH)} (call {request.function_call_id})"
+            f"{request.tool_name} {compact(request_fields(request)['args'], WIDTH)} "
+            f"(call {request.function_call_id})"
             if request is not None
             else compact(data.value, WIDTH)
         )

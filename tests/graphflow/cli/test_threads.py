@@ -244,3 +244,61 @@ def test_pauses_and_show_agree_that_an_approved_call_is_answered(cli: Cli) -> No
     assert [(p["pause_id"], p["answered"], p["answered_by"]) for p in shown] == [
         (pause["pause_id"], True, "alice")
     ]
+
+
+SECRET_FLOW = '''\
+from graphflow import END, START, StateGraph
+from graphflow.agents import (
+    Agent, AgentNode, MessagesState, ModelResponse, ScriptedModel, ToolCall, tool,
+)
+
+
+@tool
+def call_api(url: str, api_key: str) -> dict:
+    """Call an API."""
+    return {"ok": True}
+
+
+ARGS = {"url": "https://api.example/v1?token=tok-abcdef", "api_key": "hunter2-key-value"}
+model = ScriptedModel([
+    ModelResponse(tool_calls=[ToolCall(id="call_1", name="call_api", args=ARGS)]),
+    ModelResponse(text="done"),
+])
+agent = Agent(name="caller", model=model, tools=[call_api], require_confirmation=["call_api"])
+graph = (StateGraph(MessagesState).add_node(AgentNode(agent)).add_edge(START, "caller")
+         .add_edge("caller", END).compile(name="secret"))
+'''
+
+
+def test_a_calls_secrets_are_shown_as_digests_by_every_command(cli: Cli) -> None:
+    import sys
+
+    from graphflow.evidence.redact import digest
+
+    (cli.cwd / "secretflow.py").write_text(SECRET_FLOW, encoding="utf-8")
+    try:
+        ran = cli("run", "--graph", "secretflow:graph", "--thread", "s", "--input", "{}")
+        outputs = [
+            ran,
+            cli("run", "--graph", "secretflow:graph", "--thread", "s2", "--input", "{}", "--json"),
+            cli("pauses"),
+            cli("pauses", "--json"),
+            cli("pauses", "s", "--graph", "secretflow:graph", "--json"),
+            cli("show", "s"),
+            cli("show", "s", "--json"),
+            cli("history", "s", "--json"),
+            cli("approve", "s", CALL, "--by", "alice"),
+        ]
+        assert all(o.code == 0 for o in outputs), [o.stderr for o in outputs]
+        for o in outputs:
+            assert "hunter2" not in o.stdout and "tok-abcdef" not in o.stdout, o.stdout
+        request = cli("pauses", "s2", "--json").json()[0]["request"]
+        assert request["args"]["api_key"] == digest("hunter2-key-value")
+        assert request["args"]["url"] == "https://api.example/v1?token=" + digest("tok-abcdef")
+        assert digest("hunter2-key-value") in outputs[2].stdout  # the table too
+        # The fingerprint binds the real arguments: the approval above applies.
+        assert cli("resume", "s", "--graph", "secretflow:graph", "--json").json()["status"] == (
+            "done"
+        )
+    finally:
+        sys.modules.pop("secretflow", None)
