@@ -113,7 +113,7 @@ async def handle_call(
         try:
             args = tool.validate(call.args)
         except ToolArgumentError as e:
-            problem = f"invalid arguments for {call.name}: {e}"
+            problem = str(e)
     if problem is not None or tool is None:
         trail = CallTrail.about(
             ctx,

@@ -225,9 +225,11 @@ class CallTrail:
 
     def unrunnable(self, error: str) -> None:
         """A proposal that cannot run at all (unknown tool, invalid arguments): its
-        proposal and its failure, so the trail holds every call the model proposed."""
+        proposal and its refusal (a deny of policy ``graphflow.tool_check``: it was never
+        authorized nor dispatched), so the trail holds every call the model proposed."""
         self.proposed()
-        self.failed(error)
+        draft = stages.denied(self.facts, reason=error, policy_id="graphflow.tool_check")
+        self._add("ev-denied", draft)
 
     def failed(self, error: str) -> None:
         draft = stages.failed(

@@ -87,12 +87,18 @@ def test_proposals_that_cannot_run_are_in_the_trail(spy: Spy) -> None:
     events = [r.event for r in log.events("t")]
     assert [(e["extensions"]["graphflow"]["call_id"], e["event_type"]) for e in events] == [
         ("c_unknown", "agentic_action_attempted"),
-        ("c_unknown", "agentic_action_failed"),
+        ("c_unknown", "agentic_action_denied"),
         ("c_bad", "agentic_action_attempted"),
-        ("c_bad", "agentic_action_failed"),
+        ("c_bad", "agentic_action_denied"),
     ]
-    assert "unknown tool 'format_disk'" in json.dumps(events[1])
-    assert "invalid arguments for issue_refund" in json.dumps(events[3])
+    # Refused before any authorization: never logged as allowed, nor as dispatched.
+    for refusal in (events[1], events[3]):
+        assert refusal["authorization"]["decision"] == "deny"
+        assert refusal["authorization"]["policy_id"] == "graphflow.tool_check"
+        assert refusal["result"]["status"] == "denied"
+        assert "tool_invoked" not in refusal["result"]
+    assert "unknown tool 'format_disk'" in events[1]["authorization"]["reason"]
+    assert "invalid arguments for tool 'issue_refund'" in events[3]["authorization"]["reason"]
     assert [e.stage for e in g.audit("t")] == ["proposal", "result", "proposal", "result"]
 
 
