@@ -11,7 +11,7 @@ import functools
 import os
 import shlex
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import Any, TypeVar, cast
 
 import click
@@ -212,16 +212,41 @@ def json_option(fn: F) -> F:
     def command(*args: Any, as_json: bool, **kwargs: Any) -> Any:
         if not as_json:
             return fn(*args, as_json=False, **kwargs)
-        _json_out.append(sys.stdout)
-        try:
-            with contextlib.redirect_stdout(sys.stderr):
-                return fn(*args, as_json=True, **kwargs)
-        finally:
-            _json_out.pop()
+        with _stdout_for_json() as out:
+            _json_out.append(out)
+            try:
+                with contextlib.redirect_stdout(sys.stderr):
+                    return fn(*args, as_json=True, **kwargs)
+            finally:
+                _json_out.pop()
 
     return click.option(
         "--json", "as_json", is_flag=True, help="print one JSON document (a stable contract)"
     )(cast(F, command))
+
+
+@contextlib.contextmanager
+def _stdout_for_json() -> Iterator[Any]:
+    """The stream the JSON document goes to. In a process whose stdout is a file
+    descriptor, that descriptor is pointed at stderr meanwhile, so that what writes to it
+    below Python (``os.write(1, ...)``, a subprocess a node starts, a C extension) cannot
+    mix with the document, which goes to a duplicate of the real stdout."""
+    out = sys.stdout
+    try:
+        fd, err_fd = out.fileno(), sys.stderr.fileno()
+    except (AttributeError, OSError, ValueError):  # (click's test runner: no descriptors)
+        yield out
+        return
+    out.flush()
+    saved = os.dup(fd)
+    os.dup2(err_fd, fd)
+    document = open(saved, "w", encoding=out.encoding, errors=out.errors)  # noqa: SIM115
+    try:
+        yield document
+    finally:
+        document.flush()
+        os.dup2(saved, fd)
+        document.close()
 
 
 def print_json(document: Any) -> None:

@@ -286,3 +286,41 @@ def test_json_stdout_holds_the_document_alone_when_user_code_prints(cli: Cli) ->
     assert text.stdout.startswith("flowchart TD") and "loading chatty" in text.stderr
     ran = cli.sub("run", "--graph", "chatty:graph", "--thread", "t2", "--input", "{}")
     assert ran.stdout.startswith("loading chatty")
+
+
+NOISY = """\
+import os, subprocess, sys
+from typing import TypedDict
+from graphflow import END, START, StateGraph
+
+
+class S(TypedDict):
+    x: int
+
+
+os.write(1, b"module noise\\n")
+
+
+def loud(state: S) -> dict:
+    os.write(1, b"descriptor noise\\n")
+    subprocess.run([sys.executable, "-c", "print('child noise')"], check=True)
+    print("print noise")
+    return {"x": 1}
+
+
+graph = StateGraph(S).add_node(loud).add_edge(START, "loud").add_edge("loud", END).compile()
+"""
+
+
+def test_json_stdout_holds_only_the_document_whatever_writes_below_python(cli: Cli) -> None:
+    # A node writing to file descriptor 1, and a subprocess it starts, reach stderr.
+    (cli.cwd / "noisy.py").write_text(NOISY, encoding="utf-8")
+    got = cli.sub("run", "--graph", "noisy:graph", "--thread", "n", "--input", '{"x": 0}', "--json")
+    assert got.code == 0, got.stderr
+    assert got.json()["status"] == "done" and got.json()["state"] == {"x": 1}
+    for noise in ("module noise", "descriptor noise", "child noise", "print noise"):
+        assert noise in got.stderr and noise not in got.stdout
+    listed = cli.sub("threads", "--json")  # and stdout is whole again for the next document
+    assert [t["thread_id"] for t in listed.json()] == ["n"]
+    text = cli.sub("run", "--graph", "noisy:graph", "--thread", "m", "--input", '{"x": 0}')
+    assert "descriptor noise" in text.stdout  # without --json nothing is moved
