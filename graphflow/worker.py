@@ -53,9 +53,10 @@ __all__ = ["Worker", "WorkerResult"]
 
 WorkerStatus = Literal["done", "paused", "failed", "busy"]
 """What became of a thread a worker tried: ``done`` (its run finished), ``paused`` (it waits
-for answers again), ``failed`` (its run raised, or the worker lacks its graph: ``error``
-says which), ``busy`` (another run held it, or it was no longer runnable when claimed, or
-the worker stopped it between steps)."""
+for answers again; or the worker stopped it between steps, which ``error`` says: it waits on
+its pending work, still runnable), ``failed`` (its run raised, or the worker lacks its
+graph: ``error`` says which), ``busy`` (another run held it, or it was no longer runnable
+when claimed)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -144,9 +145,20 @@ class Worker:
         return graphs
 
     # -- one pass --------------------------------------------------------------------------
-    async def run_once(self) -> list[WorkerResult]:
+    async def run_once(self, *, handle_signals: bool = False) -> list[WorkerResult]:
         """Resume every thread that is runnable now (``concurrency`` at a time); one result
-        per thread resumed or tried, in the order the index listed them."""
+        per thread resumed or tried, in the order the index listed them. With
+        ``handle_signals`` (on the main thread), SIGINT or SIGTERM stop it as ``stop()``
+        does, and it returns what it did."""
+        if not handle_signals:
+            return await self._pass()
+        async with anyio.create_task_group() as tg:
+            await tg.start(self._watch_signals)
+            results = await self._pass()
+            tg.cancel_scope.cancel()
+        return results
+
+    async def _pass(self) -> list[WorkerResult]:
         results: list[WorkerResult] = []
         for store, graphs in self._stores:
             await next(iter(graphs.values()))._ready()
@@ -251,9 +263,13 @@ class Worker:
                 raise
         except RunStopped:
             th = await store.get_thread(tid)
-            if th is not None:  # left running: the next worker continues it at once
+            if th is not None:  # left paused on its pending work: the next worker goes on
                 await store.mark_runnable(tid, reason="recovery", if_updated_at=th.updated_at)
-            return result("busy", f"thread {tid!r} stopped between steps (the worker stopped)")
+            return result(
+                "paused",
+                f"thread {tid!r} stopped between steps (the worker stopped); it stays "
+                "runnable, and the next worker continues it",
+            )
         except ThreadBusyError as e:
             return result("busy", str(e))
         except GraphMismatchError as e:  # another (unnamed) graph's: still runnable, for it

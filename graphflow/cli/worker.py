@@ -1,11 +1,11 @@
 """``graphflow worker``: resume the runnable threads of ``--graph`` on ``--db``.
 
 ``--once`` resumes what is runnable now and exits; without it the worker polls until
-SIGINT or SIGTERM, then finishes the current step of each run in flight, releases its leases
-and exits 0. ``--json`` with ``--once`` prints one JSON list of ``WorkerResult`` objects
-(``{thread_id, status, error, graph_name, reason}``); without ``--once``, one such object per
-line as each thread is done. Without ``--json``, a table (``--once``) or a line per thread.
-The database must exist (exit 4 otherwise, and no file is made).
+SIGINT or SIGTERM. Either way a signal finishes the current step of each run in flight,
+releases its leases and exits 0 (with ``--json``, after printing what it did). ``--json``
+prints one JSON list of ``WorkerResult`` objects (``{thread_id, status, error, graph_name,
+reason}``), once the worker stops. Without ``--json``, a table (``--once``) or a line per
+thread. The database must exist (exit 4 otherwise, and no file is made).
 """
 
 from __future__ import annotations
@@ -107,9 +107,11 @@ def worker_command(
         if as_json:
             print_json([r.to_dict() for r in done])
         return
+    import functools
+
     import anyio
 
-    results = anyio.run(worker.run_once)
+    results = anyio.run(functools.partial(worker.run_once, handle_signals=True))
     if as_json:
         print_json([r.to_dict() for r in results])
         return

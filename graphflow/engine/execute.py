@@ -36,7 +36,7 @@ from graphflow.decisions import Decision
 from graphflow.engine import lease, plan, start
 from graphflow.engine.committer import Committer
 from graphflow.engine.events import Emitter
-from graphflow.engine.outcomes import RunStopped, StreamClosed
+from graphflow.engine.outcomes import RunStopped
 from graphflow.engine.pauses import UNSET, principal_name
 from graphflow.engine.port import EngineFault
 from graphflow.engine.run import Run
@@ -107,11 +107,11 @@ async def execute(
         async with lease.held(store, tid, owner, ttl, lambda: committer.released):
             try:
                 return await _run(run, input, resume, checkpoint_id, point)
-            except StreamClosed:
+            except RunStopped:  # (a stream's reader gone, a worker stopping: StreamClosed too)
                 await _leave(run, committer, "paused")
                 raise
-            except (CorruptCheckpointError, RunStopped):
-                raise  # damage: write nothing more to the file; stopped: left running
+            except CorruptCheckpointError:
+                raise  # damage: write nothing more to the file
             except Exception:
                 await _leave(run, committer, "failed")
                 raise

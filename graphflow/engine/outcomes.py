@@ -91,7 +91,8 @@ def as_update(schema: StateSchema, writes: Sequence[tuple[str, Any]]) -> dict[st
 
 class RunStopped(Exception):
     """A run ended between two steps because ``Run.should_stop`` said so: its last step is
-    committed and the thread is left ``running``, to be continued (``invoke(None)``)."""
+    committed and the thread is left ``paused`` with its pending work and no pending pause,
+    to be continued (``invoke(None)``, or a worker: it is marked runnable)."""
 
     def __init__(self, thread_id: str):
         super().__init__(f"thread {thread_id!r}: the run stopped between steps, as asked")

@@ -292,11 +292,12 @@ async def test_stop_ends_runs_between_steps_and_leaves_them_runnable() -> None:
     await g.asubmit("t", resume="ok")
     holder.append(Worker(g))
     [r] = await holder[0].run_once()
-    assert r.status == "busy" and r.error is not None and "stopped between steps" in r.error
+    assert r.status == "paused" and r.error is not None and "stopped between steps" in r.error
     store = g.checkpointer
     assert store is not None
-    th = await store.get_thread(ThreadId("t"))
-    assert th is not None and th.status == "running" and th.lease_owner is None
+    th = await store.get_thread(ThreadId("t"))  # not "running" with no one running it
+    assert th is not None and th.status == "paused" and th.lease_owner is None
+    assert th.pending_pause_ids == ()
     assert c.runs["c"] == 0
     [mark] = await store.list_runnable()
     assert mark.reason == "recovery"

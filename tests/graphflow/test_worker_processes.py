@@ -193,3 +193,37 @@ def test_sigterm_stops_graphflow_worker_with_exit_0_and_no_lease_held(tmp_path: 
     assert again.returncode == 0, again.stderr
     assert Counter(t for t, _ in wg.effects(effects)) == Counter(dict.fromkeys(tids, 1))
     assert set(statuses(db).values()) == {"done"}
+
+
+def test_sigterm_stops_graphflow_worker_once_gracefully_with_its_json(tmp_path: Path) -> None:
+    db, effects = tmp_path / "flows.db", tmp_path / "effects"
+    tids = answered_threads(db, 4)
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "graphflow", "worker", "--graph", "_worker_graphs:graph",
+         "--db", str(db), "--once", "--json"],
+        env=env(effects, slow=0.5),
+        cwd=HERE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )  # fmt: skip
+    deadline = time.monotonic() + TIMEOUT
+    while not wg.effects(effects):  # mid-run: a tool ran, notify sleeps
+        assert time.monotonic() < deadline and proc.poll() is None, proc.communicate()
+        time.sleep(0.005)
+    proc.send_signal(signal.SIGTERM)
+    out, err = proc.communicate(timeout=TIMEOUT)
+    assert proc.returncode == 0, err  # not 143: the step in flight was finished
+    done = json.loads(out)
+    stopped = [r for r in done if r["status"] == "paused" and "worker stopped" in r["error"]]
+    assert len(stopped) == 1 and len(done) < len(tids), done
+    no_lease_held(db, tids)
+    assert statuses(db)[stopped[0]["thread_id"]] == "paused"  # not "running" without owner
+    again = subprocess.run(
+        [sys.executable, "-m", "graphflow", "worker", "--graph", "_worker_graphs:graph",
+         "--db", str(db), "--once", "--json"],
+        env=env(effects), cwd=HERE, capture_output=True, text=True, timeout=TIMEOUT,
+    )  # fmt: skip
+    assert again.returncode == 0, again.stderr
+    assert Counter(t for t, _ in wg.effects(effects)) == Counter(dict.fromkeys(tids, 1))
+    assert set(statuses(db).values()) == {"done"}
