@@ -130,6 +130,26 @@ class StoreLockedError(CheckpointError):
         self.path = path
 
 
+class StoreIOError(CheckpointError):
+    """SQLite could not read or write the store's files (``SQLITE_IOERR``): the disk failed
+    or is full, or a file SQLite keeps beside the store (``X.db-wal``, ``X.db-shm``) was
+    removed or replaced while a process had the store open. The call wrote nothing.
+
+    Attributes:
+        path: the store's file.
+    """
+
+    def __init__(self, path: str, error: BaseException):
+        super().__init__(
+            f"checkpoint store {path!r} could not be read or written ({error}): the disk "
+            f"failed or is full, or {path}-wal or {path}-shm was removed while a process had "
+            "the store open. Nothing was written by this call; stop the processes that use "
+            "the store, check the disk, then open it again (a removed -wal file loses the "
+            "commits it held: check the store with get_state)"
+        )
+        self.path = path
+
+
 class StorePathError(CheckpointError):
     """The store's path cannot be used: its directory is missing or not writable, it is a
     directory, or the file there is not a graphflow database. The message says what to do.

@@ -39,6 +39,7 @@ from checkpoints.blocking import inline_io, per_loop
 from checkpoints.errors import (
     CorruptCheckpointError,
     ReadOnlyStoreError,
+    StoreIOError,
     StoreLockedError,
     StorePathError,
 )
@@ -297,6 +298,8 @@ class Connection:
         code = getattr(e, "sqlite_errorcode", 0) & 0xFF
         if code == sqlite3.SQLITE_BUSY:
             return StoreLockedError(path, self.busy_timeout)
+        if code == sqlite3.SQLITE_IOERR:
+            return StoreIOError(path, e)
         if code == sqlite3.SQLITE_READONLY:
             return paths.read_only_error(path, self.read_only or "file or directory")
         if code == sqlite3.SQLITE_NOTADB and paths.is_foreign(path):

@@ -33,6 +33,7 @@ from checkpoints import (
     SchemaVersionError,
     SerializationError,
     SqliteCheckpointer,
+    StoreIOError,
     StoreLockedError,
     TaskRecord,
     ThreadUpdate,
@@ -348,6 +349,21 @@ async def test_failed_commits_leave_no_transaction_open(cp: SqliteCheckpointer, 
         assert cp._db.conn is not None and not cp._db.conn.in_transaction
         # The write lock is free at once: another writer that does not wait gets it.
         await raw(path, "INSERT OR REPLACE INTO scratch VALUES ('probe', 1)", timeout=0)
+
+
+@pytest.mark.anyio
+async def test_a_wal_removed_under_a_live_store_is_a_typed_error_naming_the_file(
+    cp: SqliteCheckpointer, path: Path
+) -> None:
+    await fill(cp, 2)  # the file is open, its -wal and -shm beside it
+    os.remove(f"{path}-wal")
+    other = SqliteCheckpointer(path)  # another store object (or process) opening it now
+    with pytest.raises(StoreIOError) as info:
+        await other.get_thread(T1)
+    assert isinstance(info.value, CheckpointError) and info.value.path == str(path)
+    assert f"{path}-wal or {path}-shm was removed" in str(info.value)
+    assert isinstance(info.value.__cause__, sqlite3.OperationalError)
+    await other.close()
 
 
 @pytest.mark.anyio
