@@ -43,7 +43,7 @@ PauseKind = Literal["interrupt", "before", "after", "tool_confirmation"]
 """Why a run paused: ``interrupt()`` in a node, a static gate before or after a node, or a
 tool call that needs a human's confirmation."""
 
-CheckpointSource = Literal["input", "loop", "update", "fork"]
+CheckpointSource = Literal["input", "loop", "update", "fork", "cancel", "freeze", "unfreeze"]
 """What created a checkpoint: a new input, a finished step, ``update_state``, or a fork."""
 
 ChannelWriteKind = Literal["set", "append", "chunk"]

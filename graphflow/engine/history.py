@@ -171,11 +171,14 @@ async def snapshot(
             )
         )
     all_pauses.sort(key=lambda p: (p.created_at, p.id))
+    # A cancelled thread runs nothing more: its last checkpoint has no next node, task or
+    # pause (those it waited on are in metadata["cancelled"]["pauses"], and earlier).
+    ended = ck.source == "cancel"
     return StateSnapshot(
         values=spec.schema.view({k: v for k, v in vals.items() if not plan.is_hidden(k)}),
-        next=tuple(t.node for t in ck.frontier),
-        tasks=tuple(tasks),
-        pauses=tuple(all_pauses),
+        next=() if ended else tuple(t.node for t in ck.frontier),
+        tasks=() if ended else tuple(tasks),
+        pauses=() if ended else tuple(all_pauses),
         step=ck.step,
         checkpoint_id=ck.id,
         parent_checkpoint_id=ck.parent_id,

@@ -19,6 +19,7 @@ from checkpoints.errors import (
 from checkpoints.lease import new_owner
 from checkpoints.models import (
     CheckpointRecord,
+    CheckpointSource,
     ThreadId,
     ThreadRecord,
     ThreadStatus,
@@ -65,6 +66,7 @@ async def cancel(
         head,
         {"cancelled": cancelled},
         ThreadUpdate("cancelled", ()),
+        "cancel",
         Witness(evidence, thread_id),
         lambda ck: stages.cancelled(thread_id=thread_id, reason=reason, by=by, checkpoint_id=ck),
     )
@@ -96,6 +98,7 @@ async def freeze(
         head,
         {"frozen": frozen},
         update,
+        "freeze",
         Witness(evidence, thread_id),
         lambda ck: stages.frozen(thread_id=thread_id, reason=reason, by=by, checkpoint_id=ck),
     )
@@ -126,6 +129,7 @@ async def unfreeze(
         head,
         {"unfrozen": {"reason": reason, "by": by}},
         update,
+        "unfreeze",
         Witness(evidence, thread_id),
         lambda ck: stages.unfrozen(thread_id=thread_id, by=by, reason=reason, checkpoint_id=ck),
     )
@@ -163,6 +167,7 @@ async def _mark(
     head: CheckpointRecord,
     metadata: dict[str, Any],
     update: ThreadUpdate,
+    source: CheckpointSource,
     witness: Witness,
     event: Callable[[str], EventDraft],
 ) -> None:
@@ -175,7 +180,7 @@ async def _mark(
     audited."""
     tid = th.thread_id
     ck_id = new_checkpoint_id()
-    ck = head.child(ck_id, "update", step=head.step, frontier=head.frontier, metadata=metadata)
+    ck = head.child(ck_id, source, step=head.step, frontier=head.frontier, metadata=metadata)
     # The pending step is kept as it is: its tasks' records and memoized steps carry over.
     tasks, memos = await carried_step(store, head, ck_id)
     committer = Committer(store, tid, new_owner(), spec.lease_ttl)

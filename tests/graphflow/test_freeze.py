@@ -86,6 +86,11 @@ def test_freeze_and_unfreeze_are_kept_in_the_history(store: Checkpointer) -> Non
     metas = [h.metadata for h in g.get_state_history("t")]
     assert metas[0]["unfrozen"] == {"reason": "resolved", "by": "lead"}
     assert metas[1]["frozen"] == {"reason": "incident 42", "by": "secops", "previous": "paused"}
+    # Each says what made it (not "update": no state was updated).
+    assert [m["source"] for m in metas[:3]] == ["unfreeze", "freeze", "input"]
+    g.cancel("t", reason="dropped", by="lead")
+    newest = g.get_state_history("t", limit=1)[0]
+    assert newest.metadata["source"] == "cancel" and newest.metadata["cancelled"]["by"] == "lead"
 
 
 def test_a_freeze_and_an_unfreeze_by_no_one_name_the_same_actor(store: Checkpointer) -> None:
@@ -124,7 +129,7 @@ class Refusing(SqliteCheckpointer):
     """A store that refuses the commit that would mark the thread (a full disk, say)."""
 
     async def commit(self, thread_id: Any, owner: str, batch: CommitBatch) -> None:
-        if batch.checkpoint is not None and batch.checkpoint.source == "update":
+        if batch.checkpoint is not None and batch.checkpoint.source in ("cancel", "freeze"):
             raise SerializationError("the disk is full (a refusal of this test)")
         await super().commit(thread_id, owner, batch)
 

@@ -107,6 +107,20 @@ def test_cancel_refuses_a_finished_an_unknown_and_a_cancelled_thread(store: Chec
         p.cancel("p", reason="again")
 
 
+def test_a_cancelled_threads_state_has_nothing_pending(store: Checkpointer) -> None:
+    p = _chain(store, lambda s: {"x": interrupt("?")})
+    p.invoke({}, thread_id="p")
+    [pause] = p.pending_pauses("p")
+    p.cancel("p", reason="no longer needed", by="ops")
+    snap = p.get_state("p")
+    assert (snap.next, snap.tasks, snap.pauses) == ((), (), ())  # as pending_pauses says
+    assert p.pending_pauses("p") == []
+    assert snap.metadata["source"] == "cancel"
+    assert snap.metadata["cancelled"]["pauses"] == [pause.id]
+    before = p.get_state_history("p")[1]  # the checkpoint it waited at keeps its pause
+    assert before.next and [q.id for q in before.pauses] == [pause.id]
+
+
 # -- arguments are checked before anything is written ---------------------------------------
 @pytest.mark.parametrize("ttl", [0, -1, math.nan, math.inf, "5", True, None])
 def test_a_lease_ttl_that_is_not_a_positive_number_is_refused_at_compile(ttl: Any) -> None:

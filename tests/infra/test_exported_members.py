@@ -63,6 +63,7 @@ EXPECTED = {
         "SchemaVersionError",
         "SerializationError",
         "SqliteCheckpointer",
+        "StoreIOError",
         "StoreLockedError",
         "StorePathError",
         "TaskRecord",
