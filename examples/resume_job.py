@@ -12,7 +12,7 @@ request is not runnable and stays paused.
 
 The same job from a shell, on the same file, would be::
 
-    graphflow worker --graph resume_job:graph --db resume_job.db --once
+    graphflow worker --graph examples.resume_job:graph --db resume_job.db --once
 
 (or without ``--once``, a worker that polls until SIGINT/SIGTERM).
 
@@ -67,7 +67,7 @@ def builder() -> StateGraph:
     return b.add_edge(START, "clerk").add_edge("clerk", END)
 
 
-graph = builder().compile(name=NAME)  # for `graphflow worker --graph resume_job:graph`
+graph = builder().compile(name=NAME)  # for `graphflow worker --graph examples.resume_job:graph`
 
 
 def main() -> None:

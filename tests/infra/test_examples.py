@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import pathlib
 import subprocess
 import sys
@@ -147,3 +148,24 @@ def test_example_runs_twice_with_the_same_output(
         assert out.returncode == 0, out.stderr
         outputs.append(out.stdout.splitlines())
     assert outputs[0] == outputs[1] == EXPECTED[example.name]
+
+
+def test_the_shell_job_resume_job_documents_runs_as_written(tmp_path: pathlib.Path) -> None:
+    # From the directory the example ran in, as its docstring says, with what it wrote.
+    import re
+    import shlex
+    import shutil
+
+    source = ROOT / "examples" / "resume_job.py"
+    [command] = re.findall(r"^    (graphflow worker .*--once)$", source.read_text(), re.M)
+    (tmp_path / "examples").mkdir()
+    shutil.copy(source, tmp_path / "examples" / "resume_job.py")
+    run = subprocess.run(
+        [sys.executable, "examples/resume_job.py"], cwd=tmp_path, capture_output=True,
+        text=True, timeout=120,
+    )  # fmt: skip
+    assert run.returncode == 0, run.stderr
+    argv = [sys.executable, "-m", "graphflow", *shlex.split(command)[1:], "--json"]
+    job = subprocess.run(argv, cwd=tmp_path, capture_output=True, text=True, timeout=120)
+    assert job.returncode == 0, job.stderr
+    assert json.loads(job.stdout) == []  # the example's own worker left nothing runnable
