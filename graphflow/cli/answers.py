@@ -26,6 +26,7 @@ from graphflow.cli.common import (
     parse_json,
     print_json,
     printable,
+    reason_option,
     suggest,
     thread_argument,
 )
@@ -112,7 +113,7 @@ def _decide(
 @thread_argument()
 @click.argument("call_id")
 @by_option("who approves (a principal id)")
-@click.option("--reason", metavar="TEXT", help="why")
+@reason_option("why")
 @click.option(
     "--fingerprint",
     metavar="F",
@@ -145,7 +146,7 @@ def approve_command(
 @click.command("deny")
 @thread_argument()
 @click.argument("call_id")
-@click.option("--reason", metavar="TEXT", required=True, help="why (the model is told)")
+@reason_option("why (the model is told)", required=True)
 @by_option("who denies (a principal id)")
 @graph_option(required=False)
 @json_option
@@ -175,7 +176,7 @@ def deny_command(
 @click.argument("pause_id")
 @click.argument("value_json", metavar="VALUE_JSON")
 @by_option("who answers (a principal id)")
-@click.option("--reason", metavar="TEXT", help="why")
+@reason_option("why")
 @graph_option(required=False)
 @json_option
 @db_option
@@ -227,7 +228,7 @@ def answer_command(
 
 @click.command("cancel")
 @thread_argument()
-@click.option("--reason", metavar="TEXT", required=True, help="why (recorded)")
+@reason_option("why (recorded)", required=True)
 @by_option("who cancels (a principal id)")
 @graph_option(required=False)
 @json_option

@@ -100,6 +100,13 @@ def by_option(help: str) -> Callable[[F], F]:
     return click.option("--by", metavar="ID", help=help, callback=checked("--by", "identity"))
 
 
+def reason_option(help: str, *, required: bool = False) -> Callable[[F], F]:
+    """``--reason TEXT``: stored text (``graphflow.arguments.text``: UTF-8, a lone
+    surrogate from a terminal that is not UTF-8 is a usage error, as for THREAD and --by)."""
+    return click.option("--reason", metavar="TEXT", required=required, help=help,
+                        callback=checked("--reason", "text"))  # fmt: skip
+
+
 class Seconds(click.ParamType[float]):
     """A positive, finite number of seconds (``nan`` and ``inf`` are refused)."""
 
@@ -282,6 +289,13 @@ def parse_json(text: str, option: str) -> Any:
             raise ValueError(f"{number} is too large for a number")
         return value
 
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        raise Usage(
+            f"{option} is not valid text (it holds a lone surrogate, as a terminal that is "
+            "not UTF-8 sends); use UTF-8 text"
+        ) from None
     try:
         return json.loads(text, parse_constant=no_constant, parse_float=finite)
     except ValueError as e:

@@ -31,6 +31,7 @@ from graphflow.cli.common import (
     not_a_directory,
     print_json,
     printable,
+    reason_option,
     thread_argument,
 )
 
@@ -251,7 +252,7 @@ def _thread_operation(
 def _operation(verb: str, summary: str) -> click.Command:
     @click.command(verb, help=summary)
     @thread_argument()
-    @click.option("--reason", metavar="TEXT", required=True, help="why (recorded)")
+    @reason_option("why (recorded)", required=True)
     @by_option("who acts (a principal id)")
     @graph_option(required=False)
     @json_option

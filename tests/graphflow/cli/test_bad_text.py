@@ -25,6 +25,12 @@ COMMANDS = {
     "approve by": ["approve", "t1", CALL, "--by", "alice\udcff"],
     "cancel reason": ["cancel", "t1", "--reason", "done\udcff"],
     "freeze by": ["freeze", "t1", "--reason", "incident", "--by", "sec\udcffops"],
+    "approve reason": ["approve", "t1", CALL, "--by", "alice", "--reason", "ok\udcff"],
+    "deny reason": ["deny", "t1", CALL, "--reason", "no\udcff"],
+    "answer reason": ["answer", "t1", "0123456789abcdef:i0", '"yes"', "--reason", "\udcff"],
+    "answer value": ["answer", "t1", "0123456789abcdef:i0", '"y\udcff"'],
+    "run input": ["run", "--graph", "flows:graph", "--thread", "t9", "--input", '{"a": "\udcff"}'],
+    "policy args": ["policy", "check", "--policy", "p.yaml", "--tool", "t", "--args", '"\udcff"'],
 }
 
 
@@ -38,8 +44,8 @@ def test_text_that_cannot_be_stored_is_one_line_naming_it(cli: Cli, command: str
     cli.start("t1")
     before = recorded(cli)
     got = cli(*COMMANDS[command], "--json")
-    # A THREAD or --by is checked as it is parsed (usage, 2); a reason by the call (1)
-    assert got.code == (1 if command == "cancel reason" else 2), (got.code, got.stdout)
+    # Every argument is checked as it is parsed: a usage error (2), whichever it is.
+    assert got.code == 2, (got.code, got.stdout)
     assert got.stdout == ""
     assert got.error.count("\n") <= 1 and "Traceback" not in got.error
     assert "is not valid text" in got.error or "control character" in got.error, got.error
