@@ -38,13 +38,33 @@ def cell(text: str) -> str:
     return text if len(text) <= CELL_MAX else text[: CELL_MAX - 1] + "…"
 
 
+def width(text: str) -> int:
+    """How many terminal columns ``text`` takes: a wide (East Asian) character two, a
+    combining mark or a zero-width character none, any other one."""
+    if text.isascii():
+        return len(text)
+    import unicodedata
+
+    cols = 0
+    for ch in text:
+        if unicodedata.combining(ch) or unicodedata.category(ch) in ("Mn", "Me", "Cf"):
+            continue
+        cols += 2 if unicodedata.east_asian_width(ch) in ("W", "F") else 1
+    return cols
+
+
+def _pad(text: str, cols: int) -> str:
+    return text + " " * (cols - width(text))
+
+
 def table(headers: Sequence[str], rows: Iterable[Sequence[str]]) -> list[str]:
-    """Left-aligned columns under ``headers``, each cell a ``cell``."""
+    """Left-aligned columns under ``headers``, each cell a ``cell``, aligned by the columns
+    a terminal gives each character (``width``)."""
     body = [[cell(c) for c in r] for r in rows]
-    widths = [max(len(h), *(len(r[i]) for r in body)) for i, h in enumerate(headers)]
-    lines = ["  ".join(h.ljust(w) for h, w in zip(headers, widths, strict=True)).rstrip()]
+    widths = [max(width(h), *(width(r[i]) for r in body)) for i, h in enumerate(headers)]
+    lines = ["  ".join(_pad(h, w) for h, w in zip(headers, widths, strict=True)).rstrip()]
     for r in body:
-        lines.append("  ".join(c.ljust(w) for c, w in zip(r, widths, strict=True)).rstrip())
+        lines.append("  ".join(_pad(c, w) for c, w in zip(r, widths, strict=True)).rstrip())
     return lines
 
 

@@ -21,3 +21,13 @@ def test_a_long_cell_is_cut_so_that_the_table_stays_readable() -> None:
     lines = table(["THREAD", "STATUS"], [[long, "paused"], ["t2", "done"]])
     assert all(len(line) < CELL_MAX + 20 for line in lines)
     assert lines[1].startswith("t" * (CELL_MAX - 1) + "\u2026")
+
+
+def test_wide_and_combining_characters_keep_the_columns_aligned() -> None:
+    from graphflow.cli.render import table, width
+
+    assert (width("abc"), width("日本"), width("e\u0301"), width("😀")) == (3, 4, 1, 2)
+    lines = table(["THREAD", "STATUS"], [["注文-1", "paused"], ["cafe\u0301", "done"], ["t", "x"]])
+    # The second column starts at the same terminal column on every line.
+    starts = {width(line[: line.rindex("  ") + 2]) for line in lines}
+    assert starts == {width("注文-1") + 2}, lines
