@@ -61,7 +61,7 @@ def _decide(
     fingerprint: str | None,
     as_json: bool,
 ) -> None:
-    from graphflow.cli.encode import encode
+    from graphflow.cli.encode import encode, request_fields
     from graphflow.decisions import Decision
 
     graph = _graph(ctx, ctx.params.get("db"), ctx.params.get("graph_ref"))
@@ -74,7 +74,6 @@ def _decide(
     pending = _pending_call(pauses, call_id)
     if pending is not None and not as_json:
         req = pending.request
-        from graphflow.cli.encode import request_fields
         from graphflow.cli.render import compact
 
         args = compact(request_fields(req)["args"])
@@ -100,7 +99,7 @@ def _decide(
         records = graph.list_decisions(thread)
         mine = [d for d in records if pending is not None and d.pause_id == pending.id]
         mine = mine or [d for d in records if d.call_id == call_id]
-        request = encode(pending.request) if pending is not None else None
+        request = request_fields(pending.request) if pending is not None else None
         print_json({"request": request, "decision": encode(mine[-1]) if mine else None})
         return
     click.echo(

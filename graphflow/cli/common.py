@@ -235,9 +235,10 @@ def json_option(fn: F) -> F:
 @contextlib.contextmanager
 def _stdout_for_json() -> Iterator[Any]:
     """The stream the JSON document goes to. In a process whose stdout is a file
-    descriptor, that descriptor is pointed at stderr meanwhile, so that what writes to it
-    below Python (``os.write(1, ...)``, a subprocess a node starts, a C extension) cannot
-    mix with the document, which goes to a duplicate of the real stdout."""
+    descriptor, that descriptor is pointed at stderr from then on, so that what writes to
+    it below Python (``os.write(1, ...)``, a subprocess a node starts, a C extension, an
+    ``atexit`` function) cannot mix with the document, which goes to a duplicate of the
+    real stdout."""
     out = sys.stdout
     try:
         fd, err_fd = out.fileno(), sys.stderr.fileno()
@@ -251,8 +252,8 @@ def _stdout_for_json() -> Iterator[Any]:
     try:
         yield document
     finally:
-        document.flush()
-        os.dup2(saved, fd)
+        # The descriptor is left on stderr: what runs at exit (an ``atexit`` function of
+        # the graph's module, a child process still running) cannot follow the document.
         document.close()
 
 

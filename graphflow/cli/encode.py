@@ -8,10 +8,11 @@ The rules (README, "Command line"):
   a pause (``Pause``, ``ToolConfirmationPause``) is always ``{thread_id, pause_id, kind,
   node, checkpoint_id, created_at, value, request, answered, answer, answered_by,
   answered_at, answer_reason}``, ``request`` holding every ``ToolConfirmationRequest``
-  field, or null for a pause that is not a tool confirmation; the call's ``args`` there (and
-  in ``value``) are shown as the evidence log stores them: the value of a secret key
-  (``api_key``, ``password``, ``token``...) and secret-looking text as ``"sha256:<hex>"``
-  (``graphflow.evidence.redact``; the fingerprint still binds the real arguments);
+  field, or null for a pause that is not a tool confirmation; the call's ``args`` and
+  ``describe`` there (and in ``value``) are shown as the evidence log stores them: the
+  value of a secret key (``api_key``, ``password``, ``token``...) and secret-looking text
+  as ``"sha256:<hex>"`` (``graphflow.evidence.redact``; the fingerprint still binds the
+  real arguments);
 - datetimes (and the stored timestamps of records) are RFC 3339 strings in UTC
   (``2025-01-31T12:00:00.000000Z``; a naive datetime is taken as UTC);
 - ``None``, booleans, integers, strings, finite floats are themselves; mappings become
@@ -55,9 +56,48 @@ def request_fields(request: Any) -> dict[str, Any]:
     fields: dict[str, Any] = _Encoder().encode(request)
     if not _REDACTOR:
         _REDACTOR.append(Redactor())
-    # (encoded first: JSON types only, which the redactor takes whatever the call held)
-    fields["args"] = _REDACTOR[0].prepare(fields["args"], keyed=True, where="args")
+    redactor = _REDACTOR[0]
+    # (encoded first: JSON types only, which the redactor takes whatever the call held;
+    # ``describe``, the tool's facts about the call, may quote its arguments, under any
+    # key: the secret values of the arguments are replaced there too)
+    secrets = sorted(_secret_values(redactor, fields["args"], False), key=len, reverse=True)
+    fields["describe"] = _without(fields["describe"], secrets)
+    for name in ("args", "describe"):
+        fields[name] = redactor.prepare(fields[name], keyed=True, where=name)
     return fields
+
+
+def _secret_values(redactor: Any, value: Any, secret: bool) -> set[str]:
+    """The strings under a secret key of ``value`` (at any depth)."""
+    if isinstance(value, str):
+        return {value} if secret and value else set()
+    if isinstance(value, dict):
+        return {
+            s
+            for k, v in value.items()
+            for s in _secret_values(redactor, v, secret or redactor.is_secret_key(k))
+        }
+    if isinstance(value, list):
+        return {s for v in value for s in _secret_values(redactor, v, secret)}
+    return set()
+
+
+def _without(value: Any, secrets: list[str]) -> Any:
+    """``value`` with each of ``secrets`` replaced by its digest wherever it appears."""
+    if not secrets:
+        return value
+    if isinstance(value, str):
+        from graphflow.evidence.redact import digest
+
+        for s in secrets:
+            if s in value:
+                value = value.replace(s, digest(s))
+        return value
+    if isinstance(value, dict):
+        return {k: _without(v, secrets) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_without(v, secrets) for v in value]
+    return value
 
 
 _REDACTOR: list[Any] = []

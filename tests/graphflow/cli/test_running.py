@@ -289,7 +289,7 @@ def test_json_stdout_holds_the_document_alone_when_user_code_prints(cli: Cli) ->
 
 
 NOISY = """\
-import os, subprocess, sys
+import atexit, os, subprocess, sys
 from typing import TypedDict
 from graphflow import END, START, StateGraph
 
@@ -299,6 +299,7 @@ class S(TypedDict):
 
 
 os.write(1, b"module noise\\n")
+atexit.register(lambda: print("exit noise"))
 
 
 def loud(state: S) -> dict:
@@ -318,7 +319,7 @@ def test_json_stdout_holds_only_the_document_whatever_writes_below_python(cli: C
     got = cli.sub("run", "--graph", "noisy:graph", "--thread", "n", "--input", '{"x": 0}', "--json")
     assert got.code == 0, got.stderr
     assert got.json()["status"] == "done" and got.json()["state"] == {"x": 1}
-    for noise in ("module noise", "descriptor noise", "child noise", "print noise"):
+    for noise in ("module noise", "descriptor noise", "child noise", "print noise", "exit noise"):
         assert noise in got.stderr and noise not in got.stdout
     listed = cli.sub("threads", "--json")  # and stdout is whole again for the next document
     assert [t["thread_id"] for t in listed.json()] == ["n"]

@@ -253,7 +253,7 @@ from graphflow.agents import (
 )
 
 
-@tool
+@tool(describe=lambda a: {"calls": a["url"], "key": a["api_key"]})
 def call_api(url: str, api_key: str) -> dict:
     """Call an API."""
     return {"ok": True}
@@ -287,12 +287,15 @@ def test_a_calls_secrets_are_shown_as_digests_by_every_command(cli: Cli) -> None
             cli("show", "s"),
             cli("show", "s", "--json"),
             cli("history", "s", "--json"),
+            cli("deny", "s2", CALL, "--by", "bob", "--reason", "no", "--json"),
+            cli("approve", "s", CALL, "--by", "alice", "--json"),
             cli("approve", "s", CALL, "--by", "alice"),
         ]
         assert all(o.code == 0 for o in outputs), [o.stderr for o in outputs]
         for o in outputs:
             assert "hunter2" not in o.stdout and "tok-abcdef" not in o.stdout, o.stdout
-        request = cli("pauses", "s2", "--json").json()[0]["request"]
+        request = cli("pauses", "s", "--json").json()[0]["request"]
+        assert request["describe"]["key"] == digest("hunter2-key-value")
         assert request["args"]["api_key"] == digest("hunter2-key-value")
         assert request["args"]["url"] == "https://api.example/v1?token=" + digest("tok-abcdef")
         assert digest("hunter2-key-value") in outputs[2].stdout  # the table too
