@@ -159,6 +159,10 @@ def iterate_sync(what: str, agen: AsyncIterator[T]) -> Iterator[T]:
     """
     _check_no_loop(what)
     loop = _runner().get()
+    own: _Loop | None = None
+    if loop.is_running():  # a stream from a node running inline (call_inline)
+        own = _Loop()
+        loop = own.get()
     items: asyncio.Queue[tuple[bool, Any]] = asyncio.Queue()
 
     async def pump() -> None:
@@ -187,6 +191,8 @@ def iterate_sync(what: str, agen: AsyncIterator[T]) -> Iterator[T]:
             yield item
     finally:
         _finish(loop, task)
+        if own is not None:
+            own.close()
 
 
 def sync_method(

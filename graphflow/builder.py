@@ -147,11 +147,13 @@ class StateGraph:
         input_schema: Any = None,
         output_schema: Any = None,
         context_schema: Any = None,
+        config_schema: Any = None,
     ):
-        """``input_schema``, ``output_schema`` and ``context_schema`` (LangGraph's) are
-        refused: a graph takes and returns its one state schema."""
+        """LangGraph's ``input_schema``, ``output_schema``, ``context_schema`` and
+        ``config_schema`` are refused: a graph takes and returns its one state schema."""
         options = {"input_schema": input_schema, "output_schema": output_schema}
-        given = [n for n, v in {**options, "context_schema": context_schema}.items() if v]
+        options |= {"context_schema": context_schema, "config_schema": config_schema}
+        given = [n for n, v in options.items() if v is not None]
         if given:
             raise GraphValidationError(
                 f"StateGraph({', '.join(f'{n}=...' for n in given)}) is not supported: a "

@@ -23,7 +23,7 @@ from pydantic import (
 )
 
 from checkpoints import serde
-from graphflow.errors import GraphValidationError
+from graphflow.errors import GraphValidationError, InvalidUpdateError
 
 
 def check_reducer(schema: type[Any], key: str, reducer: Any) -> None:
@@ -83,6 +83,34 @@ def field_validators(schema: type[Any], key: str) -> list[Any]:
         if key in dec.info.fields or "*" in dec.info.fields:
             out.append(_MODES[dec.info.mode](dec.func))
     return out
+
+
+def has_validators(schema: type[Any], key: str) -> bool:
+    """Whether a model's field ``key`` has validator functions: ``@field_validator``s, or
+    ``AfterValidator``/``BeforeValidator``/``WrapValidator``/``PlainValidator`` metadata."""
+    fld = schema.model_fields.get(key) if hasattr(schema, "model_fields") else None
+    metadata = fld.metadata if fld is not None else []
+    kinds = tuple(_MODES.values())
+    return bool(field_validators(schema, key)) or any(isinstance(m, kinds) for m in metadata)
+
+
+def incomplete(schema: type[Any], values: Any, node: str) -> None:
+    """Raise ``InvalidUpdateError`` naming ``node`` (``StateSchema.check_complete``) when
+    ``values`` lack a required field of the model ``schema``."""
+    missing = [k for k, f in schema.model_fields.items() if f.is_required() and k not in values]
+    if not missing:
+        return
+    names = f"required state key(s) {', '.join(map(repr, missing))} of {schema.__name__}"
+    if node == "input":
+        what = f"the input of a new thread lacks {names} (no default); give them in the input"
+    elif node == "update_state":
+        what = f"update_state of a new thread lacks {names} (no default); give them"
+    else:
+        what = (
+            f"subgraph node {node!r} starts without {names} (no default): its parent's "
+            "state has no such key; give it in the parent or map it (add_node(input=...))"
+        )
+    raise InvalidUpdateError(what, node=node, key=missing[0])
 
 
 def has_typevar(tp: Any) -> bool:

@@ -35,6 +35,8 @@ from graphflow.schema_types import (
     fast_type,
     field_validators,
     has_typevar,
+    has_validators,
+    incomplete,
     list_item,
     register_types,
     short,
@@ -110,6 +112,20 @@ class StateSchema:
                 append_only=reducer in APPEND_ONLY or reducer is operator.add,
             )
         self.keys = frozenset(self.channels)
+        self._own_validators = frozenset(
+            k for k in self.channels if self.is_model and has_validators(schema, k)
+        )
+        """Keys whose values a model instance holds validated (``model_update``)."""
+        self._aliases: dict[str, str] = {}  # alias -> name: a write may use either
+        every = self.is_model and bool(schema.model_config.get("validate_default"))
+        fields = schema.model_fields if self.is_model else {}
+        self._validate_default = frozenset(k for k, f in fields.items() if k in self.channels
+            and self.channels[k].reducer is None and (f.validate_default or (
+                f.validate_default is None and every)))  # fmt: skip
+        for name, fld in fields.items():
+            for alias in (fld.alias, fld.validation_alias):
+                if isinstance(alias, str) and alias != name and alias not in self.channels:
+                    self._aliases[alias] = name
         self._writes: dict[str, _Check] = {}
         self._loads: dict[str, _Check] = {}
         register_types(hints.values())
@@ -130,29 +146,23 @@ class StateSchema:
         return None
 
     def initial(self) -> dict[str, Any]:
-        """Values of a new thread: the defaults of keys that have one."""
+        """Values of a new thread: the defaults of keys that have one (validated as a write
+        where the model says ``validate_default``)."""
         out: dict[str, Any] = {}
         for ch in self.channels.values():
             if ch.default is not None and (self.is_model or ch.reducer is not None):
                 out[ch.name] = ch.default()
+        if self._validate_default:
+            return self.checked_update(out, "input", only=self._validate_default)
         return out
 
-    def check_complete(self, values: Mapping[str, Any]) -> None:
+    def check_complete(self, values: Mapping[str, Any], node: str = "input") -> None:
         """Raise ``InvalidUpdateError`` when a new thread's first state lacks a required
-        field of a pydantic schema (one without a default), as the model itself would."""
-        if not self.is_model:
-            return
-        missing = [
-            k for k, f in self.schema.model_fields.items() if f.is_required() and k not in values
-        ]
-        if missing:
-            raise InvalidUpdateError(
-                f"the input of a new thread lacks required state key(s) "
-                f"{', '.join(map(repr, missing))} of {self.schema.__name__} (no default); "
-                "give them in the input",
-                node="input",
-                key=missing[0],
-            )
+        field of a pydantic schema (one without a default), as the model itself would.
+        ``node``: what made that state (``input``, ``update_state``, or the path of a
+        subgraph node, whose parent's state it is)."""
+        if self.is_model:
+            incomplete(self.schema, values, node)
 
     def view(self, values: Mapping[str, Any]) -> Any:
         """The state object a node sees (a model instance or a dict), without validation."""
@@ -172,7 +182,7 @@ class StateSchema:
                 f"{type(value).__name__}",
                 node="input",
             )
-        return self.checked_update(data, "input")
+        return self.checked_update(data, "input", from_model=isinstance(value, BaseModel))
 
     def model_update(self, value: BaseModel) -> dict[str, Any]:
         """The update a model instance stands for (a node's result or an input).
@@ -183,9 +193,12 @@ class StateSchema:
         state. A field equal to its default and never set is not written.
         """
         set_fields = value.model_fields_set
+        held = value.__dict__
         out: dict[str, Any] = {}
         for name, fld in type(value).model_fields.items():
-            v = getattr(value, name)
+            if name not in held:  # (an instance of model_construct() without the field)
+                continue
+            v = held[name]
             if name in set_fields or fld.is_required():
                 out[name] = v
                 continue
@@ -197,16 +210,33 @@ class StateSchema:
                 out[name] = v
         return out
 
-    def checked_update(self, update: Mapping[str, Any], node: str) -> dict[str, Any]:
+    def checked_update(
+        self,
+        update: Mapping[str, Any],
+        node: str,
+        *,
+        from_model: bool = False,
+        only: frozenset[str] | None = None,
+    ) -> dict[str, Any]:
         """``update`` with its keys checked (``check_keys``) and, for a pydantic schema, each
-        value validated and coerced for its key (``InvalidUpdateError`` naming ``node``)."""
+        value validated and coerced for its key (``InvalidUpdateError`` naming ``node``).
+        ``from_model``: the update of a model instance (``model_update``), whose values
+        of keys with validators were validated when it was made (not run twice); ``only``:
+        the keys to validate (the others are taken as they are)."""
         if not self.is_model:
             self.check_keys(update, node)
             return update if type(update) is dict else dict(update)
         checks = self._writes
+        skip = self._own_validators if from_model else frozenset()
         out: dict[str, Any] = {}
         for k, v in update.items():
-            check = checks.get(k) or self._write_check(k, node)
+            if k in skip or (only is not None and k not in only):
+                out[k] = v
+                continue
+            check = checks.get(k)
+            if check is None:
+                k = self._aliases.get(k, k)
+                check = checks.get(k) or self._write_check(k, node)
             out[k] = v if type(v) is check.fast else self._validated(check, k, v, node)
         return out
 
@@ -219,7 +249,10 @@ class StateSchema:
         checks = self._writes
         out: list[tuple[str, Any]] = []
         for k, v in pairs:
-            check = checks.get(k) or self._write_check(k, node)
+            check = checks.get(k)
+            if check is None:
+                k = self._aliases.get(k, k)
+                check = checks.get(k) or self._write_check(k, node)
             out.append((k, v if type(v) is check.fast else self._validated(check, k, v, node)))
         return out
 
@@ -321,7 +354,14 @@ class StateSchema:
         return check
 
     def _load_check(self, key: str) -> _Check:
-        check = self._plain_check(key, self.channels[key].annotation, True)
+        """How a stored value of ``key`` is checked: validating it must give it back. Not
+        for a key with validator functions (``@field_validator``, ``AfterValidator``...),
+        which may change a valid value again or give one of another type; the store's
+        checksums still tell damage."""
+        if has_validators(self.schema, key):
+            check = _Check(None, None, "")
+        else:
+            check = self._plain_check(key, self.channels[key].annotation, True)
         self._loads[key] = check
         return check
 

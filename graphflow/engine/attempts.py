@@ -115,7 +115,8 @@ def normalize(
         return list(schema.checked_update(result, node).items()), routes
     if isinstance(result, Writes):
         return schema.checked_writes(result, node), routes
-    if isinstance(result, BaseModel) and schema.is_model:
+    from_model = isinstance(result, BaseModel) and schema.is_model
+    if from_model:
         result = schema.model_update(result)
     if not isinstance(result, Mapping):
         raise InvalidUpdateError(
@@ -123,4 +124,4 @@ def normalize(
             "a Command or None",
             node=node,
         )
-    return list(schema.checked_update(result, node).items()), routes
+    return list(schema.checked_update(result, node, from_model=from_model).items()), routes

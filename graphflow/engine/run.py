@@ -33,9 +33,15 @@ from graphflow.engine.outcomes import RunStopped, StreamClosed, Writes
 from graphflow.engine.run_state import RunState
 from graphflow.engine.subgraph import child_inputs
 from graphflow.engine.tasks import TaskRunner
-from graphflow.errors import GraphflowError, InvalidRouteError, NodeError, RecursionLimitError
+from graphflow.errors import (
+    GraphflowError,
+    InvalidRouteError,
+    NodeError,
+    RecursionLimitError,
+    node_exit,
+)
 from graphflow.spec import GraphSpec, NodeSpec
-from graphflow.types import RunResult, Send
+from graphflow.types import START, RunResult, Send
 
 
 class Run(RunState):
@@ -99,7 +105,8 @@ class Run(RunState):
 
     async def route(self, node: str) -> list[str | Send]:
         """Where a node's edges lead on the current state (``START``'s, for an input)."""
-        hint = self.thread_id if self.committer is not None else None
+        # (START's routers run before a new input is stored: nothing to retry then)
+        hint = self.thread_id if self.committer is not None and node != START else None
         return await route(self.spec, self.values, node, self.node_path(node), hint)
 
     # -- subgraphs ---------------------------------------------------------------------------
@@ -163,6 +170,11 @@ async def route(
                 raise
             except Exception as e:
                 raise NodeError(path or node, e, thread_id=thread_id, router=True) from e
+            except (SystemExit, KeyboardInterrupt) as e:  # as a node's (errors.node_exit)
+                failure = node_exit(e, on_thread=False)
+                if failure is None:
+                    raise  # the user's Ctrl-C
+                raise NodeError(path or node, failure, thread_id=thread_id, router=True) from e
             if res is None:  # (a router that forgot to return: an error, as in LangGraph)
                 if br.path_map is None or None not in br.path_map:
                     raise InvalidRouteError(

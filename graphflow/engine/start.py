@@ -42,7 +42,8 @@ async def start_input(
         applied = apply_writes(
             schema, schema.initial(), {}, {}, [("input", update.items())], version
         )
-        schema.check_complete(applied.values)
+        # (a subgraph's first state comes from its parent's task: name that node)
+        schema.check_complete(applied.values, run.path_prefix[:-1] or "input")
         stored = {w.channel for w in applied.writes}
         writes = list(applied.writes)
         for k in sorted(set(applied.values) - stored):  # defaults are stored too

@@ -161,7 +161,11 @@ async def stop(
     if failed:
         err = failed[0].error
         assert err is not None
-        if isinstance(err, GraphflowError):
+        node = run.spec.nodes.get(failed[0].spec.node)
+        # (a NodeError of another graph a plain node invoked names that graph's node: this
+        # one failed, and is what to retry)
+        foreign = isinstance(err, NodeError) and node is not None and node.subgraph is None
+        if isinstance(err, GraphflowError) and not foreign:
             raise err
         raise NodeError(
             run.node_path(failed[0].spec.node),

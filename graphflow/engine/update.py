@@ -141,6 +141,8 @@ async def _update(
         version,
         force_set=forking,
     )
+    if src is None:  # a new thread: its first state must be complete, as an input's
+        graph.schema.check_complete(applied.values, "update_state")
     writes = list(applied.writes)
     for k in sorted(set(applied.values) - set(applied.versions)):  # defaults never stored
         writes.append(set_write(k, version, applied.values[k]))

@@ -916,7 +916,51 @@ def test_a_router_that_raises_is_a_node_error_naming_its_edge_and_the_node_rerun
     broken["on"] = False
     assert graph.invoke(None, thread_id="t").state.log == ["a"]  # a's writes applied once
     assert len(calls) == 3
+    start = StateGraph(State).add_node("a", a).add_edge("a", END)
+    start.add_conditional_edges(START, lambda s: 1 // 0, ["a"])
     with pytest.raises(NodeError, match="the router of the conditional edge from START raised"):
-        StateGraph(State).add_node("a", a).add_edge("a", END).add_conditional_edges(
-            START, lambda s: 1 // 0, ["a"]
-        ).compile().invoke({})
+        start.compile().invoke({})
+    # START's routers run before a new input is stored: no retry of a thread is advised.
+    with pytest.raises(NodeError) as info:
+        start.compile(checkpointer=MemoryCheckpointer()).invoke({}, thread_id="s")
+    assert info.value.thread_id is None and "run the graph again" in str(info.value)
+
+
+@pytest.mark.parametrize("exit", [SystemExit(3), KeyboardInterrupt()])
+def test_a_router_that_exits_fails_the_thread_as_a_node_would(exit: BaseException) -> None:
+    from graphflow.errors import NodeExitError
+
+    def router(state: Any) -> str:
+        raise exit
+
+    b = StateGraph(State).add_node("a", lambda s: {"log": ["a"]}).add_edge(START, "a")
+    graph = b.add_conditional_edges("a", router, [END]).compile(checkpointer=MemoryCheckpointer())
+
+    def in_a_thread() -> BaseException | None:  # (a KeyboardInterrupt there is no Ctrl-C)
+        try:
+            graph.invoke({}, thread_id="t")
+        except BaseException as e:
+            return e
+        return None
+
+    import concurrent.futures
+
+    with concurrent.futures.ThreadPoolExecutor(1) as pool:
+        error = pool.submit(in_a_thread).result()
+    assert isinstance(error, NodeError) and isinstance(error.error, NodeExitError), repr(error)
+    assert str(error).startswith("the router of the conditional edge from 'a' raised")
+    assert [t.status for t in graph.list_threads()] == ["failed"]  # not left "running"
+
+
+def test_a_node_error_of_a_graph_a_node_invoked_names_this_node_and_thread() -> None:
+    inner = StateGraph(State).add_node("inner_node", lambda s: 1 // 0)
+    inner_graph = inner.add_edge(START, "inner_node").add_edge("inner_node", END).compile()
+    b = StateGraph(State).add_node("outer", lambda s: inner_graph.invoke({}).state)
+    graph = (
+        b.add_edge(START, "outer").add_edge("outer", END).compile(checkpointer=MemoryCheckpointer())
+    )
+    with pytest.raises(NodeError) as info:
+        graph.invoke({}, thread_id="e")
+    assert info.value.node == "outer" and info.value.thread_id == "e"
+    assert isinstance(info.value.error, NodeError) and info.value.error.node == "inner_node"
+    assert "invoke(None, thread_id='e')" in str(info.value)

@@ -441,3 +441,90 @@ def test_a_new_threads_input_without_a_required_field_is_refused_before_anything
     assert g.invoke({"need": 2}, thread_id="t").state.need == 2
     # A later run of the thread has the field already: its input may leave it out.
     assert g.invoke({"name": "b"}, thread_id="t").state == V(need=2, name="X")
+
+
+class Bang(BaseModel):
+    x: str = ""
+    y: int = 0
+
+    @field_validator("x")
+    @classmethod
+    def bang(cls, v: str) -> str:
+        return v + "!" if v else v
+
+
+def test_a_returned_or_input_model_is_not_validated_twice() -> None:
+    assert one_node(lambda s: Bang(x="a", y=1), Bang).invoke({}).state.x == "a!"
+    copied = one_node(lambda s: s.model_copy(update={"y": 5}), Bang).invoke(Bang(x="q"))
+    assert copied.state == Bang.model_construct(x="q!", y=5)  # x untouched by the node
+
+
+def test_a_stored_value_its_validators_changed_loads_back(tmp_path: Any) -> None:
+    from pydantic import AfterValidator
+
+    from checkpoints import SqliteCheckpointer
+
+    class Odd(BaseModel):
+        code: int = 0
+        cents: Annotated[int, AfterValidator(lambda d: d * 100)] = 0
+
+        @field_validator("code", mode="plain")
+        @classmethod
+        def as_text(cls, v: Any) -> Any:
+            return f"C{v}"  # another type than the annotation's
+
+    def ask(state: Odd) -> dict[str, Any]:
+        return {"cents": 1 if interrupt("?") else 2}
+
+    def graph() -> CompiledGraph:  # a new store object: what it reads comes from the file
+        b = StateGraph(Odd).add_node("a", lambda s: {"code": 7, "cents": 3}).add_node(ask)
+        b.add_edge(START, "a").add_edge("a", "ask").add_edge("ask", END)
+        return b.compile(checkpointer=SqliteCheckpointer(tmp_path / "odd.db"))
+
+    assert graph().invoke({}, thread_id="t").status == "paused"
+    snap = graph().get_state("t")
+    assert snap is not None and (snap.values.code, snap.values.cents) == ("C7", 300)
+    assert graph().invoke(None, thread_id="t", resume="y").state.cents == 100
+
+
+def test_required_fields_of_a_new_thread_made_by_update_state_or_a_subgraph() -> None:
+    cp = MemoryCheckpointer()
+    g = one_node(lambda s: {"name": "x"}, V, checkpointer=cp)
+    e = raised(lambda: g.update_state("u", {"name": "a"}))
+    assert isinstance(e, InvalidUpdateError) and e.key == "need", repr(e)
+    assert "update_state of a new thread lacks required state key(s) 'need'" in str(e)
+    assert g.get_state("u") is None
+    e = raised(lambda: g.invoke(V.model_construct(name="n"), thread_id="m"))
+    assert isinstance(e, InvalidUpdateError) and e.key == "need", repr(e)  # not AttributeError
+
+    class Outer(BaseModel):
+        name: str = ""
+
+    inner = one_node(lambda s: {"name": "in"}, V)
+    outer = StateGraph(Outer).add_node("sub", inner).add_edge(START, "sub").add_edge("sub", END)
+    e = raised(lambda: outer.compile().invoke({"name": "o"}))
+    assert isinstance(e, InvalidUpdateError) and e.node == "sub" and e.key == "need", repr(e)
+    assert "subgraph node 'sub' starts without required state key(s) 'need'" in str(e)
+
+
+def test_an_alias_names_its_key_and_validate_default_validates_defaults() -> None:
+    from pydantic import ConfigDict
+
+    class A(BaseModel):
+        model_config = ConfigDict(validate_default=True)
+        user_name: str = Field(default="low", alias="userName")
+        tag: str = Field(default="t", validate_default=False)
+
+        @field_validator("user_name", "tag")
+        @classmethod
+        def upper(cls, v: str) -> str:
+            return v.upper()
+
+    assert A().user_name == "LOW" and A().tag == "t"  # what the model does
+    g = one_node(lambda s: None, A)
+    state = g.invoke({}).state
+    assert (state.user_name, state.tag) == ("LOW", "t")  # a new thread's defaults
+    assert g.invoke({"userName": "ann"}).state.user_name == "ANN"  # the alias, as A(...) takes
+    assert g.invoke({"user_name": "bob"}).state.user_name == "BOB"  # and the field's name
+    renamed = one_node(lambda s: {"userName": "cy"}, A).invoke({}).state
+    assert renamed.user_name == "CY"

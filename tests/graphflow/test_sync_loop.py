@@ -138,12 +138,14 @@ def test_a_sync_node_may_call_asyncio_run_and_invoke_another_graph() -> None:
     inner = _graph()
     b = StateGraph(S).add_node("a", lambda s: {"n": asyncio.run(_five())})
     b.add_node("b", lambda s: inner.invoke({"n": s["n"]}).state)  # a nested sync call
-    graph = b.add_edge(START, "a").add_edge("a", "b").add_edge("b", END).compile()
+    b.add_node("c", lambda s: {"n": s["n"] + list(inner.stream({"n": 0}))[-1].data["n"]})
+    graph = b.add_edge(START, "a").add_edge("a", "b").add_edge("b", "c").add_edge("c", END)
+    graph = graph.compile()
     loop = None
     for _ in range(2):
-        assert graph.invoke({"n": 0}).state == {"n": 6}
+        assert graph.invoke({"n": 0}).state == {"n": 7}
         assert loop is None or _loop() is loop  # the private loop is kept, and still works
         loop = _loop()
-    assert list(graph.stream({"n": 0}))[-1].data == {"n": 6}
-    assert anyio.run(graph.ainvoke, {"n": 0}).state == {"n": 6}
+    assert list(graph.stream({"n": 0}))[-1].data == {"n": 7}
+    assert anyio.run(graph.ainvoke, {"n": 0}).state == {"n": 7}
     assert not loop.is_running() and not loop.is_closed()

@@ -502,8 +502,15 @@ def test_a_dataclass_state_schema_is_a_graph_validation_error() -> None:
         StateGraph(int)
 
 
-@pytest.mark.parametrize("option", ["input_schema", "output_schema", "context_schema"])
+@pytest.mark.parametrize(
+    "option", ["input_schema", "output_schema", "context_schema", "config_schema"]
+)
 def test_langgraphs_extra_schemas_are_refused_by_name(option: str) -> None:
-    with pytest.raises(GraphValidationError) as info:
-        StateGraph(State, **{option: State})
-    assert f"StateGraph({option}=...) is not supported" in str(info.value)
+    class Empty(type):  # a class that is falsy is given all the same
+        def __len__(cls) -> int:
+            return 0
+
+    for given in (State, Empty("X", (), {})):
+        with pytest.raises(GraphValidationError) as info:
+            StateGraph(State, **{option: given})
+        assert f"StateGraph({option}=...) is not supported" in str(info.value)
