@@ -14,7 +14,9 @@ written, so the log file, its WAL and its exports never see a secret:
   ``END`` line, or to the end of the text when it is cut off), GitHub, AWS, Slack and Stripe
   key formats, ``name=value`` and ``"name": value`` (either quote: JSON, and Python's
   printing of a dict in an exception's text; the value quoted or not) where ``name`` is a
-  secret key, and the value of an ``Authorization:`` header line. Each secret is replaced by
+  secret key, the value of an ``Authorization:`` header line, ``Basic <base64>`` credentials
+  (the word kept; base64 holding a digit, ``+`` or ``/``, so ``Basic plan`` stays text) and
+  the password of a URL (``scheme://user:PASSWORD@host``). Each secret is replaced by
   ``"sha256:<hex>"``. A private key given as a list of lines (its ``BEGIN`` line one item)
   has every item to its ``END`` line replaced.
 - **Digests** are SHA-256, lowercase hex, of: a string's UTF-8 bytes; a ``bytes`` value's
@@ -40,7 +42,17 @@ from typing import Any
 from graphflow.errors import InvalidArgumentError
 from graphflow.jcs import dumps as jcs_dumps
 
-DEFAULT_REDACT_KEYS = ("password", "token", "secret", "api_key", "authorization")
+DEFAULT_REDACT_KEYS = (
+    "password",
+    "passwd",
+    "token",
+    "secret",
+    "api_key",
+    "authorization",
+    "credential",
+    "private_key",
+    "cookie",
+)
 """The keys redacted when ``EvidenceLog`` is given no ``redact_keys``."""
 
 _CACHE_SIZE = 4096
@@ -56,6 +68,10 @@ _PEM_WORDS = r"[A-Z0-9 ]{0,40}PRIVATE KEY[A-Z0-9 ]{0,40}-----"
 _FIXED_PATTERNS = (
     rf"(?P<pem>-----BEGIN{_PEM_WORDS}(?:.*?-----END{_PEM_WORDS}|.*))",
     r"(?P<bearer_word>\b(?i:bearer)\s+)(?P<bearer>[A-Za-z0-9\-._~+/]+=*)",
+    # HTTP basic credentials (base64 with a digit, '+' or '/': "Basic plan" stays text)
+    r"(?P<basic_word>\b(?i:basic)\s+)(?P<basic>(?=[A-Za-z0-9+/]*[0-9+/])[A-Za-z0-9+/]{8,}={0,2})",
+    # a URL's password: scheme://user:PASSWORD@host
+    r"(?P<url_user>\b[A-Za-z][A-Za-z0-9+.\-]*://[^\s:/@\"']+:)(?P<url_pass>[^\s@/\"']+)(?=@)",
     r"(?P<key>\bsk-[A-Za-z0-9_\-]{16,}"
     r"|\b[sr]k_(?:live|test)_[A-Za-z0-9]{16,}"
     r"|\bgh[pousr]_[A-Za-z0-9]{30,}"
@@ -273,6 +289,10 @@ class Redactor:
         is no secret key scanned in turn (once: a value inside it is not)."""
         if m.group("bearer") is not None:
             return m.group("bearer_word") + digest(m.group("bearer"))
+        if m.group("basic") is not None:
+            return m.group("basic_word") + digest(m.group("basic"))
+        if m.group("url_pass") is not None:
+            return m.group("url_user") + digest(m.group("url_pass"))
         if m.group("header_value") is not None:
             return m.group("header") + digest(m.group("header_value"))
         for kind in ("assign", "quoted"):

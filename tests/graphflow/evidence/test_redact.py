@@ -39,7 +39,8 @@ def prepare(value: Any, keys: tuple[str, ...] | None = None) -> Any:
     "key",
     ["password", "PASSWORD", "db_password", "token", "access_token", "refresh-token",
      "secret", "client_secret", "api_key", "apiKey", "X-API-KEY", "apikey", "authorization",
-     "Proxy-Authorization"],
+     "Proxy-Authorization", "passwd", "db_passwd", "credentials", "private_key", "privateKey",
+     "Cookie", "set-cookie"],
 )  # fmt: skip
 def test_secret_keys_keep_the_key_and_store_a_digest(key: str) -> None:
     assert prepare({key: "hunter2"}) == {key: sha("hunter2")}
@@ -82,6 +83,9 @@ def test_secret_keys_are_redacted_at_any_depth_whatever_the_value() -> None:
         ("db --password=hunter2 --user=bob", "--user=bob", "hunter2"),
         ('{"client_secret": "s3cr\\"et", "id": 7}', '"id": 7', "s3cr"),
         ("Authorization: Basic dXNlcjpwYXNz", "Authorization: ", "dXNlcjpwYXNz"),
+        ("X-Upstream: Basic dXNlcjpwYXNzd29yZA==", "X-Upstream: Basic ", "dXNlcjpwYXNz"),
+        ("https://bob:hunter2pass@example.com/x", "https://bob:", "hunter2pass"),
+        ("postgres://app:p%40ss@db:5432/main", "@db:5432/main", "p%40ss"),
     ],
 )
 def test_secret_looking_text_is_redacted_inside_longer_strings(
@@ -89,6 +93,15 @@ def test_secret_looking_text_is_redacted_inside_longer_strings(
 ) -> None:
     out = Redactor().text(text)
     assert kept in out and gone not in out and "sha256:" in out
+
+
+@pytest.mark.parametrize(
+    "text",
+    ["Basic plan for you", "Basic information", "see https://example.com/a:b@c",
+     "ssh://git@github.com:22/repo", "mailto:me@example.org"],
+)  # fmt: skip
+def test_text_that_only_looks_like_a_credential_is_kept(text: str) -> None:
+    assert Redactor().text(text) == text
 
 
 def test_a_secret_in_text_becomes_its_digest() -> None:
