@@ -147,24 +147,18 @@ class AgentNode:
             for index, call in enumerate(resp.tool_calls):
                 unusable = _unusable_id(call.id, seen)
                 seen.add(call.id)
-                if unusable is not None:  # never run: its id could pass for another's
-                    results.append(
-                        Message(
-                            id=f"{ctx.task_id}-t{turn}-unusable{index}",
-                            role="tool",
-                            content=f"Error: tool call {call.id!r} was not run: {unusable}.",
-                            tool_call_id=call.id,
-                            name=call.name,
-                        )
-                    )
-                    continue
                 taint = taint_of([*history, *new, *results])
-                proposal = Proposal(ctx.task_id, turn, call, replayed)
-                out = await handle_call(agent, ctx, proposal, taint, pauses)
+                # (an unusable id could pass for another call's: never run, only recorded)
+                slot = f"#{index}" if unusable is not None else ""
+                proposal = Proposal(ctx.task_id, turn, call, replayed, slot)
+                refused = (
+                    None if unusable is None else f"tool call {call.id!r} was not run: {unusable}"
+                )
+                out = await handle_call(agent, ctx, proposal, taint, pauses, refused)
                 if out.content is not None:
                     results.append(
                         Message(
-                            id=f"{ctx.task_id}-t{turn}-{call.id}",
+                            id=f"{ctx.task_id}-t{turn}-{call.id}{slot}",
                             role="tool",
                             content=out.content,
                             tool_call_id=call.id,

@@ -73,10 +73,13 @@ class Proposal:
     replayed: bool = False
     """The model turn was replayed from its memo (a rerun of the node): the call may have
     been decided, or run, by an earlier execution."""
+    slot: str = ""
+    """What tells apart a call whose id is unusable (it repeats an earlier call's): its
+    place in the response (``#2``)."""
 
     def key(self, what: str) -> str:
         """A key for this proposal's pause or memo, unique within its task."""
-        return f"{what}:t{self.turn}:{self.call.id}"
+        return f"{what}:t{self.turn}:{self.call.id}{self.slot}"
 
     @property
     def dispatch_key(self) -> str:
@@ -100,16 +103,18 @@ async def handle_call(
     proposal: Proposal,
     taint: tuple[bool, tuple[str, ...]],
     pauses: list[PauseRequest],
+    unusable: str | None = None,
 ) -> CallOutcome:
-    """Run one proposed call through the pipeline (see the module docstring)."""
+    """Run one proposed call through the pipeline (see the module docstring); ``unusable``:
+    why the call cannot run whatever it is (its id), recorded as such."""
     call = proposal.call
     out = CallOutcome()
     tool = agent.tools_by_name.get(call.name)
     principal = Principal.coerce(ctx.principal)
-    problem = None
-    if tool is None:
+    problem = unusable
+    if problem is None and tool is None:
         problem = f"unknown tool {call.name!r}; available: {sorted(agent.tools_by_name)}"
-    else:
+    elif problem is None and tool is not None:
         try:
             args = tool.validate(call.args)
         except ToolArgumentError as e:

@@ -102,6 +102,34 @@ def test_proposals_that_cannot_run_are_in_the_trail(spy: Spy) -> None:
     assert [e.stage for e in g.audit("t")] == ["proposal", "result", "proposal", "result"]
 
 
+def test_proposals_with_unusable_call_ids_are_refused_and_in_the_trail(spy: Spy) -> None:
+    from graphflow.agents import ModelResponse, ScriptedModel, ToolCall
+
+    calls = [
+        ToolCall(id="c1", name="issue_refund", args={"order": "7", "amount": 5}),
+        ToolCall(id="c1", name="issue_refund", args={"order": "8", "amount": 9}),  # repeated
+        ToolCall(id="c:2", name="issue_refund", args={"order": "9", "amount": 1}),  # bad chars
+    ]
+    model = ScriptedModel([ModelResponse(tool_calls=calls), "Done."])
+    g = build(MemoryCheckpointer(), spy, model=model)
+    result = g.invoke(ask("anything"), thread_id="t", principal="alice")
+    assert result.status == "done"
+    assert [r["order"] for r in spy.runs()] == ["7"]  # only the usable call ran
+    log = g.evidence
+    assert log is not None
+    events = [r.event for r in log.events("t")]
+    refusals = [e for e in events if e["event_type"] == "agentic_action_denied"]
+    assert [e["extensions"]["graphflow"]["call_id"] for e in refusals] == ["c1", "c:2"]
+    for e in refusals:
+        assert e["authorization"]["policy_id"] == "graphflow.tool_check"
+        assert "was not run" in e["authorization"]["reason"]
+    assert "repeats an earlier call" in refusals[0]["authorization"]["reason"]
+    proposed = [e for e in events if e["event_type"] == "agentic_action_attempted"]
+    assert len(proposed) == 3  # every call the model proposed
+    texts = [m.content for m in result.state.messages if m.role == "tool"]
+    assert len(texts) == 3 and all(t.startswith("Error: tool call") for t in texts[1:])
+
+
 def test_without_evidence_submit_records_answers() -> None:
     def ask_it(state: Answer) -> Answer:
         return {"answer": str(interrupt("ship?"))}
