@@ -93,15 +93,19 @@ def _on_new_loop(coro: Coroutine[Any, Any, T], context: contextvars.Context) -> 
         runner.close()
 
 
+_running_loop = asyncio.events._get_running_loop
+_set_running_loop = asyncio.events._set_running_loop
+
+
 def call_inline(fn: Callable[..., T], *args: Any) -> T:
     """Call a sync node on the private loop's thread as if no loop ran there: so that the
     node may call ``asyncio.run``, or ``invoke`` another graph, as in a plain thread."""
-    loop = asyncio.events._get_running_loop()
-    asyncio.events._set_running_loop(None)
+    loop = _running_loop()
+    _set_running_loop(None)
     try:
         return fn(*args)
     finally:
-        asyncio.events._set_running_loop(loop)
+        _set_running_loop(loop)
 
 
 def _finish(loop: asyncio.AbstractEventLoop, task: asyncio.Future[Any]) -> None:

@@ -94,6 +94,44 @@ def has_validators(schema: type[Any], key: str) -> bool:
     return bool(field_validators(schema, key)) or any(isinstance(m, kinds) for m in metadata)
 
 
+@dataclasses.dataclass(frozen=True)
+class ModelRules:
+    """What a pydantic state schema says beyond each key's type: ``validated``, the keys
+    with validator functions (a model instance holds them validated); ``required``, the
+    fields without a default; ``aliases``, alias -> field name (a write may use either, as
+    the constructor takes the alias); ``validate_default``, the keys (without a reducer)
+    whose defaults are validated."""
+
+    validated: frozenset[str] = frozenset()
+    required: tuple[str, ...] = ()
+    aliases: dict[str, str] = dataclasses.field(default_factory=dict)
+    validate_default: frozenset[str] = frozenset()
+
+    @classmethod
+    def of(cls, schema: type[Any], channels: Any) -> ModelRules:
+        fields = schema.model_fields
+        every = bool(schema.model_config.get("validate_default"))
+        aliases = {
+            alias: name
+            for name, f in fields.items()
+            for alias in (f.alias, f.validation_alias)
+            if isinstance(alias, str) and alias != name and alias not in channels
+        }
+        defaults = frozenset(
+            k
+            for k, f in fields.items()
+            if k in channels
+            and channels[k].reducer is None
+            and (f.validate_default or (f.validate_default is None and every))
+        )
+        return cls(
+            frozenset(k for k in channels if has_validators(schema, k)),
+            tuple(k for k, f in fields.items() if f.is_required()),
+            aliases,
+            defaults,
+        )
+
+
 def incomplete(schema: type[Any], values: Any, node: str) -> None:
     """Raise ``InvalidUpdateError`` naming ``node`` (``StateSchema.check_complete``) when
     ``values`` lack a required field of the model ``schema``."""

@@ -30,6 +30,7 @@ from checkpoints.errors import CorruptCheckpointError
 from graphflow.errors import GraphValidationError, InvalidUpdateError
 from graphflow.reducers import APPEND_ONLY, append, merge
 from graphflow.schema_types import (
+    ModelRules,
     check_reducer,
     details,
     fast_type,
@@ -112,20 +113,10 @@ class StateSchema:
                 append_only=reducer in APPEND_ONLY or reducer is operator.add,
             )
         self.keys = frozenset(self.channels)
-        self._own_validators = frozenset(
-            k for k in self.channels if self.is_model and has_validators(schema, k)
-        )
-        """Keys whose values a model instance holds validated (``model_update``)."""
-        self._aliases: dict[str, str] = {}  # alias -> name: a write may use either
-        every = self.is_model and bool(schema.model_config.get("validate_default"))
-        fields = schema.model_fields if self.is_model else {}
-        self._validate_default = frozenset(k for k, f in fields.items() if k in self.channels
-            and self.channels[k].reducer is None and (f.validate_default or (
-                f.validate_default is None and every)))  # fmt: skip
-        for name, fld in fields.items():
-            for alias in (fld.alias, fld.validation_alias):
-                if isinstance(alias, str) and alias != name and alias not in self.channels:
-                    self._aliases[alias] = name
+        rules = ModelRules.of(schema, self.channels) if self.is_model else ModelRules()
+        self._own_validators = rules.validated  # (model_update: validated already)
+        self._required, self._aliases = rules.required, rules.aliases
+        self._validate_default = rules.validate_default
         self._writes: dict[str, _Check] = {}
         self._loads: dict[str, _Check] = {}
         register_types(hints.values())
@@ -161,7 +152,7 @@ class StateSchema:
         field of a pydantic schema (one without a default), as the model itself would.
         ``node``: what made that state (``input``, ``update_state``, or the path of a
         subgraph node, whose parent's state it is)."""
-        if self.is_model:
+        if self._required and any(k not in values for k in self._required):
             incomplete(self.schema, values, node)
 
     def view(self, values: Mapping[str, Any]) -> Any:
@@ -227,12 +218,15 @@ class StateSchema:
             self.check_keys(update, node)
             return update if type(update) is dict else dict(update)
         checks = self._writes
-        skip = self._own_validators if from_model else frozenset()
+        if from_model or only is not None:  # (apart: the loop below is every write's)
+            skip = self._own_validators if from_model else frozenset()
+            kept = {
+                k: v for k, v in update.items() if k in skip or (only is not None and k not in only)
+            }
+            rest = {k: v for k, v in update.items() if k not in kept}
+            return {**kept, **self.checked_update(rest, node)} if rest else kept
         out: dict[str, Any] = {}
         for k, v in update.items():
-            if k in skip or (only is not None and k not in only):
-                out[k] = v
-                continue
             check = checks.get(k)
             if check is None:
                 k = self._aliases.get(k, k)

@@ -105,9 +105,7 @@ class Run(RunState):
 
     async def route(self, node: str) -> list[str | Send]:
         """Where a node's edges lead on the current state (``START``'s, for an input)."""
-        # (START's routers run before a new input is stored: nothing to retry then)
-        hint = self.thread_id if self.committer is not None and node != START else None
-        return await route(self.spec, self.values, node, self.node_path(node), hint)
+        return await route(self.spec, self.values, node, self)
 
     # -- subgraphs ---------------------------------------------------------------------------
     async def run_subgraph(self, node: NodeSpec, state: Any, ctx: NodeContext) -> Writes:
@@ -147,15 +145,11 @@ class Run(RunState):
 
 
 async def route(
-    spec: GraphSpec,
-    values: Mapping[str, Any],
-    node: str,
-    path: str | None = None,
-    thread_id: str | None = None,
+    spec: GraphSpec, values: Mapping[str, Any], node: str, run: Run | None = None
 ) -> list[str | Send]:
     """Where ``node``'s plain and conditional edges lead on ``values`` (routers are called
     with the state view, and may be async). A router's exception raises ``NodeError``
-    naming the router's node (``path``: its full name) and ``thread_id``."""
+    naming the router's node (its full name in ``run``) and the thread to retry."""
     edges = spec.edges
     targets: list[str | Send] = list(edges.static.get(node, ()))
     branches = edges.branches.get(node)
@@ -169,12 +163,12 @@ async def route(
             except GraphflowError:
                 raise
             except Exception as e:
-                raise NodeError(path or node, e, thread_id=thread_id, router=True) from e
+                raise _router_error(node, e, run) from e
             except (SystemExit, KeyboardInterrupt) as e:  # as a node's (errors.node_exit)
                 failure = node_exit(e, on_thread=False)
                 if failure is None:
                     raise  # the user's Ctrl-C
-                raise NodeError(path or node, failure, thread_id=thread_id, router=True) from e
+                raise _router_error(node, failure, run) from e
             if res is None:  # (a router that forgot to return: an error, as in LangGraph)
                 if br.path_map is None or None not in br.path_map:
                     raise InvalidRouteError(
@@ -186,3 +180,13 @@ async def route(
                 res, spec.nodes, f"conditional edge from {node!r}", br.path_map
             )
     return targets
+
+
+def _router_error(node: str, error: BaseException, run: Run | None) -> NodeError:
+    """The ``NodeError`` of a router of ``node``'s edges; it names the thread to retry,
+    unless the router was START's (it runs before a new input is stored)."""
+    if run is None:
+        return NodeError(node, error, router=True)
+    durable = run.committer is not None and node != START
+    hint = run.thread_id if durable else None
+    return NodeError(run.node_path(node), error, thread_id=hint, router=True)
