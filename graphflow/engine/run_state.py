@@ -269,9 +269,10 @@ class RunState:
         self.checkpoint = ck
         self.known_pauses = {} if self.parent is None else self.known_pauses
         if self.emitter.debug:
-            next_nodes = [t.node for t in frontier]
-            data = {"checkpoint_id": ck.id, "next": next_nodes}
-            self.emitter.emit("checkpoint", None, ck.step, data)
+            # A subgraph's checkpoint names its subgraph node and namespace (the root's: None, "")
+            where = self.path_prefix[:-1] or None
+            data = {"checkpoint_id": ck.id, "next": [t.node for t in frontier], "ns": ck.ns}
+            self.emitter.emit("checkpoint", where, ck.step, data)
 
     # -- results -----------------------------------------------------------------------------
     def done_result(self) -> RunResult:

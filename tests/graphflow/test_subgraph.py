@@ -1132,3 +1132,19 @@ def test_a_send_to_a_subgraph_passes_child_only_keys() -> None:
     graph = parent.compile(checkpointer=MemoryCheckpointer())
     result = graph.invoke({"log": [], "x": 0, "y": 0, "total": 0}, thread_id="t")
     assert result.state["log"] == ["did a", "did b"]
+
+
+def test_debug_checkpoint_events_of_a_subgraph_name_its_node_and_namespace() -> None:
+    class C(TypedDict):
+        x: int
+
+    leaf = StateGraph(C).add_node("i", lambda s: {"x": s["x"] + 1})
+    inner = leaf.add_edge(START, "i").add_edge("i", END).compile()
+    b = StateGraph(C).add_node("sub", inner).add_edge(START, "sub").add_edge("sub", END)
+    graph = b.compile(checkpointer=MemoryCheckpointer())
+    events = [e for e in graph.stream({"x": 0}, thread_id="t", mode="debug")]
+    checkpoints = [(e.node, e.data["ns"]) for e in events if e.type == "checkpoint"]
+    root = [ns for node, ns in checkpoints if node is None]
+    own = [ns for node, ns in checkpoints if node == "sub"]
+    assert root == ["", ""] and len(own) == 2 and own[0] == own[1]
+    assert own[0].startswith("sub:")  # the subgraph task's namespace of the thread
