@@ -13,6 +13,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from typing import Any
 
+import anyio
 from anyio.streams.memory import MemoryObjectSendStream
 
 from checkpoints.base import Checkpointer
@@ -115,7 +116,12 @@ async def execute(
             except Exception:
                 await _leave(run, committer, "failed")
                 raise
-            except BaseException:  # (cancelled: by a stream's reader that went away, too)
+            except anyio.get_cancelled_exc_class():
+                # Cancelled (a timeout around ainvoke, a stream's reader gone, Ctrl-C of
+                # invoke): left paused on its pending work, never "running" without a run.
+                await _leave(run, committer, "paused")
+                raise
+            except BaseException:
                 if emitter.reader_gone:
                     await _leave(run, committer, "paused")
                 raise

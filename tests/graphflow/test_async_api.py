@@ -5,7 +5,7 @@ from __future__ import annotations
 import threading
 import time
 from pathlib import Path
-from typing import Any, TypedDict
+from typing import Annotated, Any, TypedDict
 
 import anyio
 import pytest
@@ -13,6 +13,7 @@ import pytest
 from checkpoints import MemoryCheckpointer, SqliteCheckpointer
 from graphflow import END, START, StateGraph, interrupt
 from graphflow.evidence import EvidenceLog
+from graphflow.reducers import append
 
 
 class S(TypedDict, total=False):
@@ -114,3 +115,38 @@ def test_event_loops_of_several_threads_share_one_store_and_its_evidence_log(
     log = EvidenceLog.beside(tmp_path / "shared.db")
     assert len({r.thread_id for r in log.events()}) == 96 and log.verify().ok
     log.close()
+
+
+class Log(TypedDict):
+    log: Annotated[list[str], append]
+
+
+@pytest.mark.anyio
+async def test_a_cancelled_ainvoke_leaves_the_thread_paused_on_its_pending_work(
+    tmp_path: Path,
+) -> None:
+    started, calls = anyio.Event(), []
+
+    async def waits(state: dict[str, Any]) -> dict[str, Any]:
+        calls.append(1)
+        if len(calls) == 1:
+            started.set()
+            await anyio.sleep_forever()  # until the caller gives up
+        return {"log": ["waits"]}
+
+    b = StateGraph(Log).add_node("first", lambda s: {"log": ["first"]}).add_node("waits", waits)
+    b.add_edge(START, "first").add_edge("first", "waits").add_edge("waits", END)
+    graph = b.compile(checkpointer=SqliteCheckpointer(tmp_path / "c.db"))
+    async with anyio.create_task_group() as tg:
+
+        async def run() -> None:
+            await graph.ainvoke({"log": []}, thread_id="t")
+
+        tg.start_soon(run)
+        await started.wait()
+        tg.cancel_scope.cancel()  # as a timeout around ainvoke would
+    [info] = await graph.alist_threads()
+    assert info.status == "paused" and info.pending_pauses == 0  # not "running" with no run
+    snap = await graph.aget_state("t")
+    assert snap is not None and snap.next == ("waits",) and snap.values["log"] == ["first"]
+    assert (await graph.ainvoke(None, thread_id="t")).state["log"] == ["first", "waits"]
