@@ -158,12 +158,12 @@ def test_a_worker_killed_mid_run_has_its_threads_finished_by_the_others(tmp_path
     assert set(counts) | unfinished == set(tids)
 
 
-def test_sigterm_stops_graphflow_worker_with_exit_0_and_no_lease_held(tmp_path: Path) -> None:
-    db, effects = tmp_path / "flows.db", tmp_path / "effects"
-    tids = answered_threads(db, 6)
+def sigterm_mid_run(db: Path, effects: Path, *options: str) -> tuple[int, str, str]:
+    """Start ``graphflow worker OPTIONS --json`` on ``db``, send it SIGTERM once a tool ran
+    (its thread's next node sleeps), and return its exit code, stdout and stderr."""
     proc = subprocess.Popen(
         [sys.executable, "-m", "graphflow", "worker", "--graph", "_worker_graphs:graph",
-         "--db", str(db), "--concurrency", "2", "--poll-interval", "0.05", "--json"],
+         "--db", str(db), *options, "--json"],
         env=env(effects, slow=0.5),
         cwd=HERE,
         stdout=subprocess.PIPE,
@@ -176,15 +176,11 @@ def test_sigterm_stops_graphflow_worker_with_exit_0_and_no_lease_held(tmp_path: 
         time.sleep(0.005)
     proc.send_signal(signal.SIGTERM)
     out, err = proc.communicate(timeout=TIMEOUT)
-    assert proc.returncode == 0, err
-    assert err.startswith("graphflow worker: resuming the threads of graph 'approvals' on ")
-    assert err.count("\n") == 1  # (its start, nothing else)
-    done = json.loads(out)  # one document: what it did, printed once it stopped
-    assert isinstance(done, list) and all(r["status"] for r in done)
-    assert len(done) < len(tids)  # it stopped: not everything was done
-    no_lease_held(db, tids)
+    return proc.returncode, out, err
 
-    # What it stopped is runnable again: a worker finishes it, nothing twice.
+
+def finish_once_and_check(db: Path, effects: Path, tids: list[str]) -> None:
+    """What a stopped worker left is runnable: a worker finishes it, nothing twice."""
     again = subprocess.run(
         [sys.executable, "-m", "graphflow", "worker", "--graph", "_worker_graphs:graph",
          "--db", str(db), "--once", "--json"],
@@ -195,25 +191,25 @@ def test_sigterm_stops_graphflow_worker_with_exit_0_and_no_lease_held(tmp_path: 
     assert set(statuses(db).values()) == {"done"}
 
 
+def test_sigterm_stops_graphflow_worker_with_exit_0_and_no_lease_held(tmp_path: Path) -> None:
+    db, effects = tmp_path / "flows.db", tmp_path / "effects"
+    tids = answered_threads(db, 6)
+    code, out, err = sigterm_mid_run(db, effects, "--concurrency", "2", "--poll-interval", "0.05")
+    assert code == 0, err
+    assert err.startswith("graphflow worker: resuming the threads of graph 'approvals' on ")
+    assert err.count("\n") == 1  # (its start, nothing else)
+    done = json.loads(out)  # one document: what it did, printed once it stopped
+    assert isinstance(done, list) and all(r["status"] for r in done)
+    assert len(done) < len(tids)  # it stopped: not everything was done
+    no_lease_held(db, tids)
+    finish_once_and_check(db, effects, tids)
+
+
 def test_sigterm_stops_graphflow_worker_once_gracefully_with_its_json(tmp_path: Path) -> None:
     db, effects = tmp_path / "flows.db", tmp_path / "effects"
     tids = answered_threads(db, 4)
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "graphflow", "worker", "--graph", "_worker_graphs:graph",
-         "--db", str(db), "--once", "--json"],
-        env=env(effects, slow=0.5),
-        cwd=HERE,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-    )  # fmt: skip
-    deadline = time.monotonic() + TIMEOUT
-    while not wg.effects(effects):  # mid-run: a tool ran, notify sleeps
-        assert time.monotonic() < deadline and proc.poll() is None, proc.communicate()
-        time.sleep(0.005)
-    proc.send_signal(signal.SIGTERM)
-    out, err = proc.communicate(timeout=TIMEOUT)
-    assert proc.returncode == 0, err  # not 143: the step in flight was finished
+    code, out, err = sigterm_mid_run(db, effects, "--once")
+    assert code == 0, err  # not 143: the step in flight was finished
     done = json.loads(out)
     # The step in flight was finished: the thread ended done if it was its last, else it
     # was left paused, and runnable, between steps (never "running" with no owner).
@@ -222,11 +218,4 @@ def test_sigterm_stops_graphflow_worker_once_gracefully_with_its_json(tmp_path: 
     assert len(stopped) <= 1 and len(done) < len(tids), done
     no_lease_held(db, tids)
     assert "running" not in statuses(db).values()
-    again = subprocess.run(
-        [sys.executable, "-m", "graphflow", "worker", "--graph", "_worker_graphs:graph",
-         "--db", str(db), "--once", "--json"],
-        env=env(effects), cwd=HERE, capture_output=True, text=True, timeout=TIMEOUT,
-    )  # fmt: skip
-    assert again.returncode == 0, again.stderr
-    assert Counter(t for t, _ in wg.effects(effects)) == Counter(dict.fromkeys(tids, 1))
-    assert set(statuses(db).values()) == {"done"}
+    finish_once_and_check(db, effects, tids)
