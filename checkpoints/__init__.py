@@ -16,6 +16,7 @@ if _typing.TYPE_CHECKING:
     from checkpoints.errors import (
         CheckpointError,
         CorruptCheckpointError,
+        FrozenThreadError,
         HeadConflictError,
         LeaseHeldError,
         LeaseLostError,
@@ -50,6 +51,7 @@ _HOMES: dict[str, tuple[str, ...]] = {
     "checkpoints.errors": (
         "CheckpointError",
         "CorruptCheckpointError",
+        "FrozenThreadError",
         "HeadConflictError",
         "LeaseHeldError",
         "LeaseLostError",
@@ -112,6 +114,7 @@ __all__ = [
     "CorruptCheckpointError",
     "DecisionRecord",
     "DispatchRecord",
+    "FrozenThreadError",
     "HeadConflictError",
     "LeaseHeldError",
     "LeaseLostError",

@@ -11,6 +11,12 @@ Contract shared by all backends (checked by ``checkpoints.testing``):
   ``batch.expected_status``, if given); with ``batch.release`` it gives the lease up in it.
   ``batch.durable=False`` allows a commit that does not wait for an fsync, for a store that
   keeps commits in order.
+- A ``frozen`` thread refuses (``FrozenThreadError``) every commit but one that takes the
+  lease expecting ``frozen`` (unfreeze, cancel), and every ``claim_dispatch``: a run that held
+  the thread when it was frozen writes and dispatches nothing more. ``batch.unleased`` (the
+  freeze of a thread a run holds) commits without the lease, leaving it as it is, if the head
+  is ``batch.expected_head`` and the row's ``updated_at`` is ``batch.expected_updated_at``
+  (``HeadConflictError``, ``ThreadChangedError``). ``checkpoints.fencing`` decides all of it.
 - Values inside records are serialized with ``checkpoints.serde`` when written; a value that
   cannot be stored raises ``SerializationError`` (naming the key) and nothing is written.
 - Reads of records that cannot be decoded, or are not what was written (a durable backend
@@ -28,7 +34,8 @@ on each): what the store finds before it looks at the values it was given. In or
 1. damage of what the call reads (``CorruptCheckpointError``: a damaged thread row, a tool
    call that was never claimed);
 2. the lease (``LeaseHeldError`` when the commit takes it, ``LeaseLostError``);
-3. the head (``HeadConflictError``);
+3. the thread's status (``FrozenThreadError``; ``HeadConflictError`` when a commit that
+   takes the lease finds another than it read), then the head (``HeadConflictError``);
 4. arguments that are not values of their type (``ValueError``: a dispatch status);
 5. a value that cannot be stored (``SerializationError``).
 
@@ -41,13 +48,6 @@ from collections.abc import Mapping, Sequence
 from typing import Any, Protocol, get_args, runtime_checkable
 
 from checkpoints.batch import CommitBatch
-from checkpoints.errors import (
-    CheckpointError,
-    HeadConflictError,
-    LeaseHeldError,
-    ThreadChangedError,
-)
-from checkpoints.lease import lease_free
 from checkpoints.models import (
     AnswerRecord,
     CallId,
@@ -112,31 +112,6 @@ def check_dispatch_outcome(status: object) -> ValueError | None:
     if type(status) is str and status in get_args(DispatchOutcome):
         return None
     return ValueError(f"dispatch status must be 'succeeded' or 'failed', not {status!r}")
-
-
-def status_conflict(
-    thread_id: str, batch: CommitBatch, rec: ThreadRecord
-) -> HeadConflictError | None:
-    """For a commit that takes the lease of the existing thread ``rec``: the error when the
-    thread is no longer in ``batch.expected_status`` (a run paused it meanwhile, which no
-    new head shows), None otherwise."""
-    status = batch.expected_status
-    if status is not None and rec.status != status:
-        return HeadConflictError(thread_id, batch.expected_head, rec.head)
-    return None
-
-
-def answers_fenced(
-    thread_id: str, rec: ThreadRecord | None, idle_at: float, at: float
-) -> CheckpointError | None:
-    """For ``record_answers(..., if_idle_at=...)``: the error when the thread is not as its
-    caller read it, idle (no live lease: ``LeaseHeldError``) with the ``updated_at`` it
-    read (``ThreadChangedError``), None otherwise."""
-    if rec is None or rec.updated_at != idle_at:
-        return ThreadChangedError(thread_id)
-    if not lease_free(rec.lease_owner, rec.lease_expires_at, "", at):
-        return LeaseHeldError(thread_id, rec.lease_owner)
-    return None
 
 
 @runtime_checkable
@@ -319,7 +294,8 @@ class Checkpointer(Protocol):
         ...
 
     async def claim_dispatch(self, record: DispatchRecord) -> bool:
-        """Record that a tool call is about to run; False if it was already claimed. Atomic."""
+        """Record that a tool call is about to run; False if it was already claimed. Atomic.
+        ``FrozenThreadError`` (nothing written) when the thread is frozen."""
         ...
 
     async def complete_dispatch(

@@ -63,6 +63,14 @@ class CommitBatch:
     changes the status but not the head, so the head alone does not show it."""
     release: bool = False
     """Give the lease up in the same transaction (the run's last commit)."""
+    unleased: bool = False
+    """Commit without holding the lease (``owner`` is not checked; the lease row is left as
+    it is): an operator's ``freeze`` of a thread a live run holds. Fenced instead by the
+    head, always compared with ``expected_head``, and by ``expected_updated_at``."""
+    expected_updated_at: float | None = None
+    """With ``unleased``: the thread row's ``updated_at`` as the caller read it, else
+    ``ThreadChangedError`` (its status or pending pauses changed: a run that paused or
+    failed meanwhile moved no head)."""
     runnable_at: float | None = None
     """With ``thread`` set: mark the thread runnable from this time (reason ``deferred``) in
     the same transaction, instead of clearing its mark (see ``RunnableMark``)."""

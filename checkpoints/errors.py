@@ -11,6 +11,7 @@ The tree (one root for the package; ``checkpoints`` cannot import graphflow's ro
     ├── LeaseLostError               this runner's lease was taken over or expired
     ├── HeadConflictError            compare-and-set on the thread head failed
     ├── ThreadChangedError           a write made on the thread's state as read found it changed
+    ├── FrozenThreadError            the thread was frozen: its run's writes and claims are refused
     ├── StoreLockedError             another client held the store's write lock too long
     └── StorePathError               the store's path cannot be used as given (names it)
         └── ReadOnlyStoreError       a write to a store that is open read-only
@@ -108,6 +109,19 @@ class ThreadChangedError(CheckpointError):
         super().__init__(
             f"thread {thread_id!r} changed since it was read (a run resumed it): nothing was "
             "written; read its pauses again"
+        )
+        self.thread_id = thread_id
+
+
+class FrozenThreadError(CheckpointError):
+    """The thread is ``frozen`` (an operator froze it, maybe while this run held it): the
+    store refuses the run's commits and tool-dispatch claims, so the run stops without
+    writing and dispatches nothing more (see ``checkpoints.fencing``)."""
+
+    def __init__(self, thread_id: str):
+        super().__init__(
+            f"thread {thread_id!r} is frozen: this run's writes and tool calls are refused "
+            "until it is unfrozen; nothing was written"
         )
         self.thread_id = thread_id
 

@@ -22,18 +22,18 @@ from collections.abc import Callable, Coroutine, Sequence
 from typing import Any, TypeVar
 
 from checkpoints import serde
-from checkpoints.base import check_dispatch_outcome, first_error, status_conflict
+from checkpoints.base import check_dispatch_outcome, first_error
 from checkpoints.batch import CommitBatch
 from checkpoints.channels_memory import MemoryChannels
 from checkpoints.encoding import encode_batch, frontier_entry, load_value
 from checkpoints.errors import (
-    HeadConflictError,
     LeaseHeldError,
     LeaseLostError,
     SerializationError,
     head_missing,
     never_claimed,
 )
+from checkpoints.fencing import claim_refused, commit_fence
 from checkpoints.lease import lease_free
 from checkpoints.listing_memory import MemoryListing
 from checkpoints.models import (
@@ -174,21 +174,12 @@ class MemoryCheckpointer(MemoryChannels, MemoryListing, MemoryRunnable):
         rec = self._threads.get(thread_id)
         before = rec.status if rec is not None else None
         take = batch.acquire_ttl is not None
-        if take:
-            if rec is not None and not lease_free(
-                rec.lease_owner, rec.lease_expires_at, owner, now()
-            ):
-                raise LeaseHeldError(thread_id, rec.lease_owner)
-            conflict = status_conflict(thread_id, batch, rec) if rec is not None else None
-            if conflict is not None:
-                raise conflict
-            if rec is None:  # created with the commit, never alone (nothing to undo on error)
-                name = batch.thread.graph_name if batch.thread is not None else None
-                rec = ThreadRecord(thread_id, "running", None, graph_name=name)
-        elif rec is None or rec.lease_owner != owner:
-            raise LeaseLostError(thread_id, owner)
-        if batch.check_head and rec.head != batch.expected_head:
-            raise HeadConflictError(thread_id, batch.expected_head, rec.head)
+        fenced = commit_fence(thread_id, owner, batch, rec, now())
+        if fenced is not None:
+            raise fenced
+        if rec is None:  # created with the commit, never alone (nothing to undo on error)
+            name = batch.thread.graph_name if batch.thread is not None else None
+            rec = ThreadRecord(thread_id, "running", None, graph_name=name)
         ns = batch.ns
         # Serialize everything first: a SerializationError leaves the store unchanged.
         enc = encode_batch(batch, blobs=False)
@@ -352,6 +343,9 @@ class MemoryCheckpointer(MemoryChannels, MemoryListing, MemoryRunnable):
         ]  # fmt: skip
 
     async def claim_dispatch(self, record: DispatchRecord) -> bool:
+        refused = claim_refused(record.thread_id, self._threads.get(record.thread_id))
+        if refused is not None:
+            raise refused
         key = (record.thread_id, record.call_id)
         if key in self._dispatch:
             return False

@@ -12,9 +12,9 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
 from checkpoints import serde
-from checkpoints.base import answers_fenced
 from checkpoints.batch import CommitBatch
 from checkpoints.errors import LeaseHeldError
+from checkpoints.fencing import answers_fenced
 from checkpoints.lease import lease_free
 from checkpoints.models import (
     RUNNABLE_REASONS,

@@ -294,9 +294,9 @@ class CompiledGraph:
         )
 
     async def afreeze(self, thread_id: str, *, by: Any = None, reason: str) -> None:
-        """Freeze a thread (incident response): no run starts and no decision applies until
-        ``unfreeze``; a run raises ``ThreadFrozenError``. Recorded with ``by`` and
-        ``reason``."""
+        """Freeze a thread (incident response), also one a run executes now: no tool call is
+        dispatched from then on, no run starts and no decision applies until ``unfreeze``;
+        a run raises ``ThreadFrozenError``. Recorded with ``by`` and ``reason``."""
         store = await self._ready(thread_id)
         await threads.freeze(
             self.spec,

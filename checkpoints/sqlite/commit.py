@@ -16,19 +16,12 @@ import contextlib
 import functools
 import sqlite3
 from contextlib import AbstractContextManager
-from typing import Any
+from typing import Any, Literal
 
-from checkpoints.base import status_conflict
 from checkpoints.batch import CommitBatch
 from checkpoints.encoding import EncodedBatch, encode_batch
-from checkpoints.errors import (
-    CheckpointError,
-    HeadConflictError,
-    LeaseHeldError,
-    LeaseLostError,
-    SerializationError,
-)
-from checkpoints.lease import lease_free
+from checkpoints.errors import CheckpointError, HeadConflictError, SerializationError
+from checkpoints.fencing import commit_fence, frozen_conflict, status_conflict
 from checkpoints.models import ChannelWrite, now
 from checkpoints.sqlite import marks, reads
 from checkpoints.sqlite.group import WriteTxn
@@ -117,16 +110,32 @@ THREAD_CRC_NOW = (
 SQL (``graph_name`` may be kept), first checks it, so that it never blesses damage."""
 
 
+Fence = Literal["lease", "unfrozen", "unleased"]
+"""What a commit's fenced update tests besides the head: ``owner``'s lease (a commit that
+took it in its transaction, having tested the status), the lease and a status other than
+``frozen`` (any other commit of a run), or the row's ``updated_at`` and no lease at all
+(``CommitBatch.unleased``: the head is then always tested)."""
+
+
+def fence_of(batch: CommitBatch) -> Fence:
+    """The fence of ``batch``'s fenced update (see ``Fence``)."""
+    if batch.unleased:
+        return "unleased"
+    return "lease" if batch.acquire_ttl is not None else "unfrozen"
+
+
 @functools.cache
-def fenced_update(set_head: bool, update: bool, check_head: bool, release: bool) -> str:
+def fenced_update(
+    set_head: bool, update: bool, check_head: bool, release: bool, fence: Fence = "unfrozen"
+) -> str:
     """The statement that opens a commit's writes (cached: a few shapes, on the hot path).
 
-    It returns a row only if ``owner`` holds the lease and, with ``check_head``, the head is
-    the expected one. It rewrites the thread row only for what changes: the head, the
-    status (``updated_at`` moves with it), the lease on release, and their checksums: the
-    head's and the lease's from parameters; the status's, which may keep ``graph_name``,
-    in SQL, and then only if the row's stands (``THREAD_CRC_NOW``). Nothing to change: a
-    read. Parameters are named.
+    It returns a row only if the ``fence`` holds (``owner`` holds the lease, the thread is
+    not frozen...) and, with ``check_head``, the head is the expected one. It rewrites the
+    thread row only for what changes: the head, the status (``updated_at`` moves with it),
+    the lease on release, and their checksums: the head's and the lease's from parameters;
+    the status's, which may keep ``graph_name``, in SQL, and then only if the row's stands
+    (``THREAD_CRC_NOW``). Nothing to change: a read. Parameters are named.
     """
     sets = []
     if set_head:
@@ -154,7 +163,12 @@ def fenced_update(set_head: bool, update: bool, check_head: bool, release: bool)
         )
     elif release:
         sets.append("lease_owner = NULL, lease_expires_at = NULL, lease_crc = :lease_crc")
-    where = "thread_id = :tid AND lease_owner = :owner"
+    where = "thread_id = :tid"
+    if fence == "unleased":
+        where += " AND (:updated_was IS NULL OR updated_at = :updated_was)"
+    else:
+        where += " AND lease_owner = :owner"
+        where += " AND status IS NOT 'frozen'" if fence == "unfrozen" else ""
     where += f" AND crc IS {THREAD_CRC_NOW}" if update else ""
     where += " AND head IS :expected" if check_head else ""
     if not sets:
@@ -165,16 +179,11 @@ def fenced_update(set_head: bool, update: bool, check_head: bool, release: bool)
 def fenced_off(
     conn: sqlite3.Connection, thread_id: str, owner: str, batch: CommitBatch
 ) -> CheckpointError | None:
-    """The error a fenced commit hits (damage, the lease, then the head), if any."""
+    """The error a fenced commit hits (damage, the lease, the status, then the head), if
+    any (``checkpoints.fencing``)."""
     row = reads.thread_row(conn, thread_id)
-    if row is None:
-        return LeaseLostError(thread_id, owner)
-    rec = threads.thread(thread_id, row)  # (a damaged row raises here)
-    if rec.lease_owner != owner:
-        return LeaseLostError(thread_id, owner)
-    if batch.check_head and rec.head != batch.expected_head:
-        return HeadConflictError(thread_id, batch.expected_head, rec.head)
-    return None
+    rec = threads.thread(thread_id, row) if row is not None else None  # (damage raises)
+    return commit_fence(thread_id, owner, batch, rec, now())
 
 
 INLINE_MAX = 900
@@ -227,8 +236,12 @@ def commit(
                   bytearray(enc.body), *ck_row[9:])  # fmt: skip
     set_head = ck is not None and ns == ""
     release = batch.release
-    sql = fenced_update(set_head, upd is not None, batch.check_head, upd is None and release)
+    fence = fence_of(batch)
+    check_head = batch.check_head or fence == "unleased"
+    sql = fenced_update(set_head, upd is not None, check_head, upd is None and release, fence)
     params: dict[str, Any] = {"tid": thread_id, "owner": owner}
+    if fence == "unleased":
+        params["updated_was"] = batch.expected_updated_at
     if ck is not None and set_head:
         params["head"] = ck.id
         params["head_crc"] = threads.head_crc(thread_id, ck.id)
@@ -240,7 +253,7 @@ def commit(
         params["lease_crc"] = threads.lease_crc(thread_id, None, None)
     elif upd is not None:
         params["lease_crc"] = None  # (the CASE keeps the row's)
-    if batch.check_head:
+    if check_head:
         params["expected"] = batch.expected_head
     size = enc.nbytes if not chunked else lambda: enc.nbytes() + chunked
     _write(conn, txn(conn, batch.durable, size), thread_id, owner, batch, sql, params, tasks,
@@ -253,16 +266,7 @@ def _fenced_before_values(
     """For a batch with a value that cannot be stored: the fencing error it would hit first
     (read on one snapshot: its own, or the group commit's transaction it is part of)."""
     with read_txn(conn) if not conn.in_transaction else contextlib.nullcontext():
-        if batch.acquire_ttl is None:
-            return fenced_off(conn, thread_id, owner, batch)
-        # The commit would take the lease: is it free?
-        row = reads.thread_row(conn, thread_id)
-        rec = threads.thread(thread_id, row) if row is not None else None
-        if rec is not None and not lease_free(rec.lease_owner, rec.lease_expires_at, owner, now()):
-            return LeaseHeldError(thread_id, rec.lease_owner)
-        if rec is not None:
-            return status_conflict(thread_id, batch, rec)
-    return None
+        return fenced_off(conn, thread_id, owner, batch)
 
 
 def _write(
@@ -294,10 +298,9 @@ def _write(
                 row = reads.thread_row(conn, thread_id)
                 if row is None:  # (a head was expected: the thread should exist)
                     raise HeadConflictError(thread_id, batch.expected_head, None)
-                conflict = status_conflict(
-                    thread_id, batch, lease_existing(conn, thread_id, owner, ttl, row)
-                )
-                if conflict is not None:
+                rec = lease_existing(conn, thread_id, owner, ttl, row)
+                conflict: CheckpointError | None = frozen_conflict(thread_id, batch, rec)
+                if (conflict := conflict or status_conflict(thread_id, batch, rec)) is not None:
                     raise conflict
             if not conn.execute(sql, params).fetchall():
                 raise fenced_off(conn, thread_id, owner, batch) or _unfenced(conn, thread_id)

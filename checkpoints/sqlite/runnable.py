@@ -12,8 +12,8 @@ import sqlite3
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, TypeVar
 
-from checkpoints.base import answers_fenced
 from checkpoints.encoding import dumps as _dumps
+from checkpoints.fencing import answers_fenced
 from checkpoints.runnable_memory import check_limit, check_reason
 from checkpoints.sqlite import marks
 from checkpoints.sqlite.reads import THREAD as _THREAD

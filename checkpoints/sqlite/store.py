@@ -344,12 +344,13 @@ class SqliteCheckpointer(SqliteRunnable):
         )
 
     async def claim_dispatch(self, record: DispatchRecord) -> bool:
-        """Insert the claim; False when the primary key says it was already claimed."""
+        """Insert the claim, unless the thread is frozen (``FrozenThreadError``); False when
+        the primary key says it was already claimed."""
         row = writes.claim_row(record)
 
         def run(conn: sqlite3.Connection) -> bool:
             with Txn(conn):
-                return writes.insert_claim(conn, row)
+                return writes.claim(conn, record.thread_id, row)
 
         return await self._db.run(record.thread_id, run)
 

@@ -8,6 +8,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from checkpoints.errors import LeaseHeldError
+from checkpoints.fencing import claim_refused
 from checkpoints.lease import lease_free
 from checkpoints.models import (
     AnswerRecord,
@@ -161,6 +162,16 @@ def insert_claim(conn: sqlite3.Connection, row: tuple[Any, ...]) -> bool:
         row,
     )
     return bool(cur.rowcount == 1)
+
+
+def claim(conn: sqlite3.Connection, thread_id: str, row: tuple[Any, ...]) -> bool:
+    """Insert a claim (``claim_row``) unless the thread is frozen (``FrozenThreadError``;
+    its row is checked: damage raises); False when the call was claimed already."""
+    found = reads.thread_row(conn, thread_id)
+    rec = threads.thread(thread_id, found) if found is not None else None
+    if (refused := claim_refused(thread_id, rec)) is not None:
+        raise refused
+    return insert_claim(conn, row)
 
 
 def complete_claim(

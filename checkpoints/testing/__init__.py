@@ -16,18 +16,18 @@ They need ``pytest`` and ``anyio``. A backend runs them all like this::
 One module per section of the protocol: ``leases`` (threads and leases), ``commits``
 (the commit and which error wins), ``reads`` (checkpoints, channels, tasks, memos),
 ``listing`` (listing, paging and counting threads), ``records`` (pauses, answers,
-decisions, dispatches), ``runnable`` (the runnable index of workers); ``support`` holds what
-they share.
+decisions, dispatches), ``runnable`` (the runnable index of workers), ``freezing`` (a frozen
+thread's fencing); ``support`` holds what they share.
 """
 
 from __future__ import annotations
 
-from checkpoints.testing import commits, leases, listing, reads, records, runnable
+from checkpoints.testing import commits, freezing, leases, listing, reads, records, runnable
 from checkpoints.testing.support import Check, Factory
 
 __all__ = [
-    "CHECKS", "Check", "Factory", "commits", "leases", "listing", "reads", "records",
-    "runnable",
+    "CHECKS", "Check", "Factory", "commits", "freezing", "leases", "listing", "reads",
+    "records", "runnable",
 ]  # fmt: skip
 
 CHECKS: list[Check] = [
@@ -60,5 +60,6 @@ CHECKS: list[Check] = [
     leases.check_commit_takes_and_gives_up_the_lease,
     leases.check_resume_thread,
     *runnable.CHECKS,
+    *freezing.CHECKS,
 ]
 """Every check, in a stable order (test ids are the function names)."""

@@ -33,8 +33,15 @@ async def _make_threads(
         await _set_status(cp, owner, tid, status)
 
 
-async def _set_status(cp: Checkpointer, owner: str, tid: str, status: ThreadStatus) -> None:
-    await cp.commit(ThreadId(tid), owner, CommitBatch(thread=ThreadUpdate(status)))
+async def _set_status(
+    cp: Checkpointer, owner: str, tid: str, status: ThreadStatus, *, frozen: bool = False
+) -> None:
+    """Commit ``status``; a ``frozen`` thread takes only a commit that takes its lease
+    expecting ``frozen`` (as ``unfreeze`` does)."""
+    batch = CommitBatch(thread=ThreadUpdate(status))
+    if frozen:
+        batch.acquire_ttl, batch.expected_status = 60.0, "frozen"
+    await cp.commit(ThreadId(tid), owner, batch)
 
 
 async def _walk(cp: Checkpointer, status: ThreadStatus | None, limit: int) -> list[ThreadInfo]:
@@ -195,8 +202,8 @@ async def check_count_threads(make: Factory) -> None:
     assert await cp.count_threads() == 14 and await cp.count_threads("frozen") == 0
     assert await cp.count_threads("running") == 4
     moves: tuple[ThreadStatus, ...] = ("paused", "paused", "frozen", "cancelled", "done", "running")
-    for status in moves:
-        await _set_status(cp, owner, "t0", status)
+    for was, status in zip(("running", *moves), moves, strict=False):
+        await _set_status(cp, owner, "t0", status, frozen=was == "frozen")
         await counts_agree()
     await cp.acquire_lease(ThreadId("new"), owner, 60.0)  # a thread without a commit
     await counts_agree()

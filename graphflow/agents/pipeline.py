@@ -54,7 +54,7 @@ from graphflow.auth.context import ToolCallContext
 from graphflow.auth.digest import action_digest
 from graphflow.auth.principal import Principal
 from graphflow.decisions import Decision, tool_call_fingerprint
-from graphflow.engine.context import NodeContext
+from graphflow.engine.context import FreezeSignal, NodeContext
 from graphflow.engine.pauses import PauseRequest
 from graphflow.messages import ToolCall
 from graphflow.types import ToolConfirmationRequest
@@ -331,8 +331,12 @@ async def _dispatch(
     async def run() -> Any:
         return await tool.arun(args)
 
-    fingerprint = tool_call_fingerprint(call.name, call.args)
-    out = await ctx.dispatch_once(proposal.dispatch_key, call.name, fingerprint, run, force=force)
+    fp = tool_call_fingerprint(call.name, call.args)
+    try:
+        out = await ctx.dispatch_once(proposal.dispatch_key, call.name, fp, run, force=force)
+    except FreezeSignal as e:  # frozen since it was judged (graph.freeze): never dispatched
+        trail.frozen(gate, e.reason)
+        raise
     if out.status == "unknown":
         trail.outcome_unknown(key)
         pauses.append(pause_request(key, make_request(), "unknown", refusal))

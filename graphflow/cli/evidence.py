@@ -7,7 +7,8 @@
   ``--db``: ``X.db`` -> ``X.evidence.db``) and exits 3 when anything does not hold, printing
   each problem's seq, kind and detail. A file that does not exist is exit 4 and is not made.
 - ``freeze`` and ``unfreeze`` stop and restart a thread (incident response), recorded as
-  evidence, as ``cancel`` does, without the graph's code.
+  evidence, as ``cancel`` does, without the graph's code; ``freeze`` also stops a run that
+  is executing the thread now (``graph.freeze``).
 """
 
 from __future__ import annotations
@@ -275,7 +276,9 @@ def _operation(verb: str, summary: str) -> click.Command:
 freeze_command = _operation(
     "freeze",
     "Freeze a thread: no run starts and no decision applies until unfreeze.\n\n"
-    "For incident response; the reason and who froze it are recorded as evidence.",
+    "A thread a run is executing now (a runaway agent) is frozen at once: that run "
+    "dispatches no tool call from then on and stops at its next write. For incident "
+    "response; the reason and who froze it are recorded as evidence.",
 )
 unfreeze_command = _operation(
     "unfreeze",

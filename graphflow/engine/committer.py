@@ -6,7 +6,9 @@ owns what every commit must get right:
 - the lease: a new input's first commit takes it in the same transaction (``take_lease``);
   the run's last commit of the root namespace gives it up (``last=True``); a commit fenced
   off by another runner (``LeaseHeldError``, ``LeaseLostError``, ``HeadConflictError``) is
-  ``ThreadBusyError``;
+  ``ThreadBusyError``; a write or dispatch claim the store refuses because the thread was
+  frozen under the run (``FrozenThreadError``: ``graph.freeze``) is ``ThreadFrozenError``,
+  and the run then writes nothing more (its cleanup neither: the thread stays ``frozen``);
 - the answers a resume brings: they ride with the run's first commit (one fsync fewer), or
   are written at once when a side effect must see them durable (``flush_answers``);
 - the records written while a step runs: finished siblings' records, memoized steps, the
@@ -23,7 +25,13 @@ import anyio
 
 from checkpoints.base import Checkpointer
 from checkpoints.batch import CommitBatch, ThreadUpdate
-from checkpoints.errors import HeadConflictError, LeaseHeldError, LeaseLostError, StoreLockedError
+from checkpoints.errors import (
+    FrozenThreadError,
+    HeadConflictError,
+    LeaseHeldError,
+    LeaseLostError,
+    StoreLockedError,
+)
 from checkpoints.models import (
     AnswerRecord,
     CallId,
@@ -36,7 +44,7 @@ from checkpoints.models import (
     ThreadId,
     ThreadStatus,
 )
-from graphflow.errors import ThreadBusyError
+from graphflow.errors import ThreadBusyError, ThreadFrozenError
 
 
 class Committer:
@@ -52,6 +60,8 @@ class Committer:
         self.released = False
         """The lease is not the run's to give up: its last commit gave it up, or its first,
         which was to take it, never got the store's write lock (so it took nothing)."""
+        self.frozen = False
+        """The store refused a write or claim: the thread was frozen under the run."""
         self._answers: list[AnswerRecord] = []
 
     # -- answers ---------------------------------------------------------------------------
@@ -87,6 +97,8 @@ class Committer:
                 # is not the run's, and a release would wait for that lock all over again.
                 self.released = self.released or self.take_lease
                 raise
+        except FrozenThreadError as e:
+            raise await self._frozen() from e
         except LeaseHeldError as e:
             raise ThreadBusyError(self.thread_id, e.owner) from e
         except (LeaseLostError, HeadConflictError) as e:
@@ -118,8 +130,9 @@ class Committer:
         pending pause, when its stream's reader went away) and give the lease up, best
         effort; whether that was written. A run that never held the lease (its first
         commit, which was to take it, did not happen) writes nothing: the thread is another
-        run's, which may have paused it meanwhile."""
-        if self.take_lease:
+        run's, which may have paused it meanwhile; nor does a run whose thread was frozen
+        under it (``frozen``)."""
+        if self.take_lease or self.frozen:
             return False
         batch = CommitBatch.stop("", ThreadUpdate(status, (), graph_name))
         with anyio.CancelScope(shield=True), contextlib.suppress(Exception):
@@ -140,8 +153,11 @@ class Committer:
         None when this run claimed it, else the existing record (claimed earlier)."""
         await self.flush_answers()
         record = DispatchRecord(self.thread_id, CallId(key), tool, fingerprint, self.owner)
-        if await self.store.claim_dispatch(record):
-            return None
+        try:
+            if await self.store.claim_dispatch(record):
+                return None
+        except FrozenThreadError as e:
+            raise await self._frozen() from e
         found = await self.store.get_dispatch(self.thread_id, CallId(key))
         return found if found is not None else record
 
@@ -152,3 +168,16 @@ class Committer:
         await self.store.complete_dispatch(
             self.thread_id, CallId(key), status=status, result=result, error=error
         )
+
+    async def _frozen(self) -> ThreadFrozenError:
+        """The error of a write or claim refused because the thread was frozen under the run,
+        with the freeze's reason when its checkpoint can be read (best effort)."""
+        self.frozen = True
+        reason = None
+        with anyio.CancelScope(shield=True), contextlib.suppress(Exception):
+            th = await self.store.get_thread(self.thread_id)
+            if th is not None and th.head is not None:
+                head = await self.store.get_checkpoint(self.thread_id, "", th.head)
+                found = (head.metadata.get("frozen") or {}) if head is not None else {}
+                reason = found.get("reason") if isinstance(found, dict) else None
+        return ThreadFrozenError(self.thread_id, reason if isinstance(reason, str) else None)

@@ -21,7 +21,7 @@ from checkpoints.models import DecisionRecord
 from graphflow.engine.pauses import PauseRequest, make_pause_id
 from graphflow.engine.port import RunPort, engine_faults
 from graphflow.engine.witness import Witness
-from graphflow.errors import GraphflowError
+from graphflow.errors import GraphflowError, ThreadFrozenError
 
 
 class PauseSignal(BaseException):
@@ -190,14 +190,21 @@ class NodeContext:
         outcome after. When the call was already claimed, its recorded outcome is returned
         without running ``fn``; a claim without an outcome (a crash in between) is reported
         as ``"unknown"`` unless ``force`` (a human confirmed it did not run, or the tool is
-        idempotent) runs it again.
+        idempotent) runs it again. A thread frozen from outside while this run held it
+        (``graph.freeze``) refuses the claim: ``fn`` does not run and the task stops as a
+        freeze does (``FreezeSignal``).
         """
         run = self._run
         self.check_not_frozen()
         if not run.durable:
             return await _run_outcome(fn)
         async with engine_faults():
-            earlier = await run.claim_dispatch(key, tool, fingerprint)
+            try:
+                earlier = await run.claim_dispatch(key, tool, fingerprint)
+            except ThreadFrozenError as e:  # (and no sibling's call is dispatched)
+                reason = e.reason or "frozen from outside the run"
+                run.note_freeze(reason)
+                raise FreezeSignal(reason) from None
         if earlier is not None:
             if earlier.status != "claimed":
                 return DispatchOutcome(earlier.status, earlier.result, earlier.error)

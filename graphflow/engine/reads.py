@@ -16,6 +16,7 @@ from collections.abc import Iterator
 from checkpoints.base import Checkpointer
 from checkpoints.errors import RESTORE, CorruptCheckpointError
 from checkpoints.models import CheckpointId, CheckpointRecord, MemoRecord, TaskRecord
+from graphflow.engine.witness import OUTBOX
 
 
 @contextlib.contextmanager
@@ -42,16 +43,21 @@ async def carried_step(
 ) -> tuple[list[TaskRecord], list[MemoRecord]]:
     """The committed records and memoized steps of ``src``'s pending step, moved to the
     checkpoint ``ck_id`` that keeps that step as it is (``update_state`` at the head,
-    ``freeze``): its tasks' answers, pauses and memos (an agent's model answers) carry over."""
+    ``freeze``): its tasks' answers, pauses and memos (an agent's model answers) carry over.
+
+    For a ``freeze`` checkpoint, the records of the step where it was made (its parent) are
+    taken too, the newest of each: a run that held the thread may have written more of them
+    between the freeze's read and its commit (after the commit, the store refuses it)."""
     tid, ns = src.thread_id, src.ns
     with naming(tid, src.id):
-        tasks = [
-            dataclasses.replace(rec, checkpoint_id=ck_id)
-            for rec in (await store.load_tasks(tid, ns, src.id)).values()
-        ]
-        memos = [
-            MemoRecord(ck_id, task_id, k, v)
-            for task_id, memo in (await store.load_memos(tid, ns, src.id)).items()
-            for k, v in memo.items()
-        ]
+        records = await store.load_tasks(tid, ns, src.id)
+        steps = {t: dict(m) for t, m in (await store.load_memos(tid, ns, src.id)).items()}
+        if src.source == "freeze" and src.parent_id is not None:
+            parent = CheckpointId(src.parent_id)
+            records = {**records, **await store.load_tasks(tid, ns, parent)}
+            for task_id, memo in (await store.load_memos(tid, ns, parent)).items():
+                if task_id != OUTBOX:  # (the outbox stays as the freeze committed it)
+                    steps.setdefault(task_id, {}).update(memo)
+    tasks = [dataclasses.replace(rec, checkpoint_id=ck_id) for rec in records.values()]
+    memos = [MemoRecord(ck_id, t, k, v) for t, memo in steps.items() for k, v in memo.items()]
     return tasks, memos

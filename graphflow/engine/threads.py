@@ -1,7 +1,10 @@
 """Operations on a thread from outside a run: ``cancel``, ``freeze``, ``unfreeze``.
 
 ``freeze``/``unfreeze`` stop and restart a thread from outside (incident response).
-``cancel`` takes the lease and commits a ``cancelled`` head in one transaction.
+``cancel`` and ``unfreeze`` take the lease and commit their head in one transaction;
+``freeze`` commits its head without the lease, so that it also stops a run that holds the
+thread now (a runaway agent): the store then refuses that run's writes and tool-dispatch
+claims (``checkpoints.fencing``), and the run ends with ``ThreadFrozenError``.
 (``submit`` is ``engine.answering``; ``update_state`` is ``engine.update``.)
 """
 
@@ -12,10 +15,7 @@ from typing import Any
 
 from checkpoints.base import Checkpointer
 from checkpoints.batch import CommitBatch, ThreadUpdate
-from checkpoints.errors import (
-    LeaseHeldError,
-    head_missing,
-)
+from checkpoints.errors import HeadConflictError, ThreadChangedError, head_missing
 from checkpoints.lease import new_owner
 from checkpoints.models import (
     CheckpointRecord,
@@ -25,7 +25,7 @@ from checkpoints.models import (
     ThreadStatus,
     new_checkpoint_id,
 )
-from graphflow.engine import lease, start
+from graphflow.engine import start
 from graphflow.engine.committer import Committer
 from graphflow.engine.reads import carried_step
 from graphflow.engine.witness import Witness
@@ -82,26 +82,46 @@ async def freeze(
     evidence: EvidenceLog | None = None,
 ) -> None:
     """Freeze a thread from outside (incident response): no run starts and no decision
-    applies until ``unfreeze``; its pending pauses are kept. A thread a run holds is busy
-    (``ThreadBusyError``): freeze it when the run has stopped."""
-    th, head = await _head(store, thread_id)
-    if th.status == "cancelled":
-        raise ThreadCancelledError(thread_id)
-    if th.status == "frozen":
-        raise ThreadFrozenError(thread_id)
-    frozen = {"reason": reason, "by": by, "previous": th.status}
-    update = ThreadUpdate("frozen", th.pending_pause_ids, spec.name)
-    await _mark(
-        spec,
-        store,
-        th,
-        head,
-        {"frozen": frozen},
-        update,
-        "freeze",
-        Witness(evidence, thread_id),
-        lambda ck: stages.frozen(thread_id=thread_id, reason=reason, by=by, checkpoint_id=ck),
-    )
+    applies until ``unfreeze``; its pending pauses are kept. A thread a run is executing
+    now is frozen too, without waiting for it: from the moment this returns that run
+    dispatches no tool call and writes nothing more (the store refuses it), and it ends
+    raising ``ThreadFrozenError``; its interrupted step runs again after ``unfreeze``. The
+    frozen checkpoint is committed if the head and the thread's status are still as read;
+    when the run committed meanwhile, the freeze reads them again (``ThreadBusyError`` only
+    if the run keeps committing through ``FREEZE_TRIES`` reads)."""
+    for _ in range(FREEZE_TRIES):
+        th, head = await _head(store, thread_id)
+        if th.status == "cancelled":
+            raise ThreadCancelledError(thread_id)
+        if th.status == "frozen":
+            raise ThreadFrozenError(thread_id)
+        frozen = {"reason": reason, "by": by, "previous": th.status}
+        update = ThreadUpdate("frozen", th.pending_pause_ids, spec.name)
+        try:
+            await _mark(
+                spec,
+                store,
+                th,
+                head,
+                {"frozen": frozen},
+                update,
+                "freeze",
+                Witness(evidence, thread_id),
+                lambda ck: stages.frozen(
+                    thread_id=thread_id, reason=reason, by=by, checkpoint_id=ck
+                ),
+                unleased=True,
+            )
+            return
+        except (HeadConflictError, ThreadChangedError):
+            continue  # a run committed a step or stopped since the read: freeze that
+    raise ThreadBusyError(thread_id)
+
+
+FREEZE_TRIES = 20
+"""How many times ``freeze`` reads a thread whose run commits between its read and its
+commit before it gives up (each run's step is a commit: a runaway agent's are not that
+fast)."""
 
 
 async def unfreeze(
@@ -113,8 +133,10 @@ async def unfreeze(
     reason: str,
     evidence: EvidenceLog | None = None,
 ) -> None:
-    """Unfreeze a frozen thread: it is as it was before (a thread that a node's policy froze
-    waits for ``invoke(None)``, which runs that node again)."""
+    """Unfreeze a frozen thread: it is as it was before (a thread that a node's policy froze,
+    or that was frozen while a run executed it, waits for ``invoke(None)``, which runs that
+    step again). While the run it was frozen under has not stopped yet (it holds the lease
+    until it does), ``ThreadBusyError``: two runs never execute the thread at once."""
     th, head = await _head(store, thread_id)
     if th.status != "frozen":
         raise InvalidArgumentError(f"thread {thread_id!r} is {th.status}, not frozen")
@@ -170,35 +192,40 @@ async def _mark(
     source: CheckpointSource,
     witness: Witness,
     event: Callable[[str], EventDraft],
+    *,
+    unleased: bool = False,
 ) -> None:
     """Commit a copy of the head whose metadata says what happened, with the thread's new
-    status, under the thread's lease (one transaction, which also gives it up). Its evidence
-    ``event`` (of the new checkpoint's id) is committed in that transaction, in the commit's
-    outbox, and written to the log once it is committed: the log never holds the event of a
-    change the store refused, and an event the log cannot take now stays in the outbox (an
-    incident response never waits on the log), written when the thread is next run or
-    audited."""
+    status, in one transaction that takes the thread's lease and gives it up, if the head
+    and the status are still as read in ``th`` (else ``ThreadBusyError``, or
+    ``ThreadFrozenError`` when it was frozen since). ``unleased`` (a freeze): without the
+    lease, leaving it to the run that holds it, if the head and the row's ``updated_at`` are
+    as read (else ``HeadConflictError``, ``ThreadChangedError``). Its evidence ``event`` (of
+    the new checkpoint's id) is committed in that transaction, in the commit's outbox, and
+    written to the log once it is committed: the log never holds the event of a change the
+    store refused, and an event the log cannot take now stays in the outbox (an incident
+    response never waits on the log), written when the thread is next run or audited."""
     tid = th.thread_id
     ck_id = new_checkpoint_id()
     ck = head.child(ck_id, source, step=head.step, frontier=head.frontier, metadata=metadata)
     # The pending step is kept as it is: its tasks' records and memoized steps carry over.
     tasks, memos = await carried_step(store, head, ck_id)
-    committer = Committer(store, tid, new_owner(), spec.lease_ttl)
-    try:
-        await store.acquire_lease(tid, committer.owner, spec.lease_ttl, graph_name=spec.name)
-    except LeaseHeldError as e:
-        raise ThreadBusyError(tid, e.owner) from e
-    ttl = spec.lease_ttl
-    async with lease.held(store, tid, committer.owner, ttl, lambda: committer.released):
-        witness.add(f"mark:{ck_id}", event(ck_id))
-        batch = CommitBatch.step(
-            ck,
-            [],
-            tasks=tasks,
-            memos=[*memos, *witness.outbox(ck_id)],
-            thread=update,
-            expected_head=th.head,
-            check_head=True,
-        )
+    witness.add(f"mark:{ck_id}", event(ck_id))
+    batch = CommitBatch.step(
+        ck,
+        [],
+        tasks=tasks,
+        memos=[*memos, *witness.outbox(ck_id)],
+        thread=update,
+        expected_head=th.head,
+        check_head=True,
+    )
+    if unleased:
+        batch.unleased, batch.expected_updated_at = True, th.updated_at
+        await store.commit(tid, new_owner(), batch)
+    else:
+        batch.expected_status = th.status
+        committer = Committer(store, tid, new_owner(), spec.lease_ttl)
+        committer.take_lease = True  # (and gives it up: ``last``)
         await committer.commit(batch, last=True)
     await witness.flush()  # (once it is committed; else it stays in the outbox)

@@ -52,6 +52,7 @@ EXPECTED = {
         "CorruptCheckpointError",
         "DecisionRecord",
         "DispatchRecord",
+        "FrozenThreadError",
         "HeadConflictError",
         "LeaseHeldError",
         "LeaseLostError",

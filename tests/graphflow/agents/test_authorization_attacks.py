@@ -36,7 +36,6 @@ from graphflow import (
     Pause,
     RunResult,
     StateGraph,
-    ThreadBusyError,
     ThreadFrozenError,
     ToolConfirmationPause,
     ToolConfirmationRequest,
@@ -712,8 +711,11 @@ def test_a_second_crash_after_run_it_again_pauses_again(after_crash: tuple[Path,
 def test_a_freeze_racing_a_resume_in_another_process_is_refused_while_the_call_runs(
     tmp_path: Path, spy: Spy
 ) -> None:
-    """While another process runs the approved refund, a freeze is refused (busy), never
-    half applied; the refund runs once and the thread ends done, not frozen."""
+    """While another process runs the approved refund, a freeze does not wait for it: the
+    thread is frozen at once. The refund in flight finishes (its outcome is recorded), then
+    that run stops at its next write (``ThreadFrozenError``) and leaves the thread frozen;
+    after the unfreeze the thread finishes without running the refund again. (The name is
+    of when a freeze was refused while a run held the thread.)"""
     db, hold = tmp_path / "flow.db", tmp_path / "go"
     store = SqliteCheckpointer(db)
     p: subprocess.Popen[str] | None = None
@@ -726,11 +728,14 @@ def test_a_freeze_racing_a_resume_in_another_process_is_refused_while_the_call_r
         while not spy.runs("issue_refund") and p.poll() is None and time.monotonic() < deadline:
             time.sleep(0.01)
         assert amounts(spy) == [500]  # the refund is in flight in the child
-        with pytest.raises(ThreadBusyError):
-            g.freeze(attack.THREAD, by="secops", reason="incident")
+        g.freeze(attack.THREAD, by="secops", reason="incident")
+        assert [t.status for t in g.list_threads()] == ["frozen"]
         hold.touch()
-        assert outcome(p) == {"status": "done", "pauses": []}
-        assert [t.status for t in g.list_threads()] == ["done"]
+        stopped = outcome(p)
+        assert stopped["error"] == "ThreadFrozenError" and "incident" in stopped["message"]
+        assert [t.status for t in g.list_threads()] == ["frozen"]
+        g.unfreeze(attack.THREAD, by="secops", reason="cleared")
+        assert g.invoke(None, thread_id=attack.THREAD).status == "done"
         assert amounts(spy) == [500]
     finally:
         hold.touch()
