@@ -28,7 +28,7 @@ from checkpoints.models import (
 from graphflow.engine import start
 from graphflow.engine.committer import Committer
 from graphflow.engine.reads import carried_step
-from graphflow.engine.witness import Witness
+from graphflow.engine.witness import OUTBOX, Witness
 from graphflow.errors import (
     InvalidArgumentError,
     ThreadBusyError,
@@ -210,6 +210,10 @@ async def _mark(
     ck = head.child(ck_id, source, step=head.step, frontier=head.frontier, metadata=metadata)
     # The pending step is kept as it is: its tasks' records and memoized steps carry over.
     tasks, memos = await carried_step(store, head, ck_id)
+    kept = {m.key: m.value for m in memos if m.task_id == OUTBOX}
+    if kept and witness.log is not None:  # events the head's outbox kept go first, with it
+        memos = [m for m in memos if m.task_id != OUTBOX]
+        witness.take_outbox(head.id, {OUTBOX: kept})
     witness.add(f"mark:{ck_id}", event(ck_id))
     batch = CommitBatch.step(
         ck,

@@ -193,6 +193,22 @@ def test_a_freeze_while_the_log_is_read_only_is_written_when_audited(
     assert stages(log, "t")[-1] == "frozen" and log.verify().ok
 
 
+@pytest.mark.parametrize("verb", ["freeze", "cancel"])
+def test_events_the_outbox_kept_before_a_mark_are_written_with_its_own(
+    tmp_path: Path, read_only: Any, verb: str
+) -> None:
+    log = EvidenceLog(tmp_path / "x.evidence.db")
+    graph = on_log(SqliteCheckpointer(tmp_path / "x.db"), log)
+    with read_only(tmp_path / "x.evidence.db"):  # the pause's event waits in the outbox
+        assert graph.invoke({}, thread_id="t").status == "paused"
+    before = stages(log, "t")
+    getattr(graph, verb)("t", reason="incident", by="secops")
+    graph.audit("t")  # (and anything still kept is written now)
+    after = stages(log, "t")
+    assert len(after) == len(before) + 2, (before, after)  # the pause's event, then the mark's
+    assert after[-1] == ("frozen" if verb == "freeze" else "cancelled") and log.verify().ok
+
+
 # -- a freeze while a run holds the thread (a runaway agent) ---------------------------------
 TIMEOUT = 60.0  # seconds a wait may take; guards against hangs only, never asserted
 
