@@ -94,11 +94,20 @@ def commit_fence(
     return found
 
 
-def claim_refused(thread_id: str, rec: ThreadRecord | None) -> FrozenThreadError | None:
-    """For ``claim_dispatch``: the error when the thread ``rec`` is frozen (a run that held
-    it when it was frozen dispatches nothing more), None otherwise."""
-    if rec is not None and rec.status == "frozen":
+def claim_refused(
+    thread_id: str, rec: ThreadRecord | None, owner: str
+) -> FrozenThreadError | LeaseLostError | None:
+    """For ``claim_dispatch`` by ``owner``: the error when the thread ``rec`` is frozen (a
+    run that held it when it was frozen dispatches nothing more), or when ``owner`` does
+    not hold its lease (a run whose lease lapsed, while its process was stopped, and was
+    taken or given up since: ``unfreeze`` may have run), None otherwise (also for a thread
+    not stored yet)."""
+    if rec is None:
+        return None
+    if rec.status == "frozen":
         return FrozenThreadError(thread_id)
+    if rec.lease_owner != owner:
+        return LeaseLostError(thread_id, owner)
     return None
 
 

@@ -343,7 +343,7 @@ class MemoryCheckpointer(MemoryChannels, MemoryListing, MemoryRunnable):
         ]  # fmt: skip
 
     async def claim_dispatch(self, record: DispatchRecord) -> bool:
-        refused = claim_refused(record.thread_id, self._threads.get(record.thread_id))
+        refused = claim_refused(record.thread_id, self._threads.get(record.thread_id), record.owner)
         if refused is not None:
             raise refused
         key = (record.thread_id, record.call_id)

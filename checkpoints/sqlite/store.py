@@ -344,13 +344,13 @@ class SqliteCheckpointer(SqliteRunnable):
         )
 
     async def claim_dispatch(self, record: DispatchRecord) -> bool:
-        """Insert the claim, unless the thread is frozen (``FrozenThreadError``); False when
-        the primary key says it was already claimed."""
+        """Insert the claim, unless the thread is frozen (``FrozenThreadError``) or its lease
+        is not the claimer's (``LeaseLostError``); False when it was already claimed."""
         row = writes.claim_row(record)
 
         def run(conn: sqlite3.Connection) -> bool:
             with Txn(conn):
-                return writes.claim(conn, record.thread_id, row)
+                return writes.claim(conn, record, row)
 
         return await self._db.run(record.thread_id, run)
 

@@ -164,12 +164,13 @@ def insert_claim(conn: sqlite3.Connection, row: tuple[Any, ...]) -> bool:
     return bool(cur.rowcount == 1)
 
 
-def claim(conn: sqlite3.Connection, thread_id: str, row: tuple[Any, ...]) -> bool:
-    """Insert a claim (``claim_row``) unless the thread is frozen (``FrozenThreadError``;
-    its row is checked: damage raises); False when the call was claimed already."""
-    found = reads.thread_row(conn, thread_id)
-    rec = threads.thread(thread_id, found) if found is not None else None
-    if (refused := claim_refused(thread_id, rec)) is not None:
+def claim(conn: sqlite3.Connection, record: DispatchRecord, row: tuple[Any, ...]) -> bool:
+    """Insert a claim (``claim_row``) unless the thread is frozen or its lease is not the
+    claimer's (``checkpoints.fencing.claim_refused``; its row is checked: damage raises);
+    False when the call was claimed already."""
+    found = reads.thread_row(conn, record.thread_id)
+    rec = threads.thread(record.thread_id, found) if found is not None else None
+    if (refused := claim_refused(record.thread_id, rec, record.owner)) is not None:
         raise refused
     return insert_claim(conn, row)
 

@@ -13,6 +13,7 @@ from checkpoints import (
     FrozenThreadError,
     HeadConflictError,
     LeaseHeldError,
+    LeaseLostError,
     MemoRecord,
     ThreadChangedError,
     ThreadUpdate,
@@ -126,7 +127,8 @@ async def check_frozen_thread_refuses_its_runs_writes(make: Factory) -> None:
 async def check_claim_dispatch_refused_on_a_frozen_thread(make: Factory) -> None:
     """``claim_dispatch`` of a frozen thread's call raises ``FrozenThreadError`` and records
     nothing (also for a call claimed before: no earlier outcome is handed out); once the
-    thread is unfrozen, calls are claimed again."""
+    thread is unfrozen, calls are claimed again by the lease's holder only
+    (``LeaseLostError`` for another claimer)."""
     cp, owner = await leased(make)
     await cp.commit(T1, owner, step_batch(None, {"x": 1}))
     before = DispatchRecord(T1, CallId("c0"), "send", "fp", owner, claimed_at=1.0)
@@ -144,7 +146,14 @@ async def check_claim_dispatch_refused_on_a_frozen_thread(make: Factory) -> None
     unfreeze = CommitBatch(thread=ThreadUpdate("paused"), acquire_ttl=60.0, release=True)
     unfreeze.expected_status = "frozen"
     await cp.commit(T1, new_owner(), unfreeze)
-    assert await cp.claim_dispatch(claim) is True
+    # The run it was frozen under does not get its lease back: its claim stays refused (a
+    # process stopped past its lease wakes up after the unfreeze), the next run's works.
+    with pytest.raises(LeaseLostError):
+        await cp.claim_dispatch(claim)
+    assert await cp.get_dispatch(T1, CallId("c1")) is None
+    nxt = new_owner()
+    await cp.acquire_lease(T1, nxt, 60.0)
+    assert await cp.claim_dispatch(dataclasses.replace(claim, owner=nxt)) is True
 
 
 CHECKS = [

@@ -158,6 +158,8 @@ class Committer:
                 return None
         except FrozenThreadError as e:
             raise await self._frozen() from e
+        except LeaseLostError as e:  # (its lease lapsed and was taken: the call is not run)
+            raise ThreadBusyError(self.thread_id, None) from e
         found = await self.store.get_dispatch(self.thread_id, CallId(key))
         return found if found is not None else record
 

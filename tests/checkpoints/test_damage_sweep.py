@@ -127,8 +127,10 @@ async def build(path: Path) -> dict[str, Any]:
         DecisionRecord(T1, CallId("call-2"), "deny", None, reason="no", applied=False,
                        note="mismatch", created_at=12.0),
     ])  # fmt: skip
+    await cp.acquire_lease(T1, "w", 60.0)  # (a call is claimed by the lease's holder)
     assert await cp.claim_dispatch(DispatchRecord(T1, CALL, "send", "fp-1", "w", claimed_at=13.0))
     await cp.complete_dispatch(T1, CALL, status="succeeded", result={"sent": 1})
+    await cp.release_lease(T1, "w")
     t2_v = next_version()
     d0 = ck(T2, "", None, -1, {"count": t2_v}, ())
     await cp.commit(T2, "host:1:other", CommitBatch(
