@@ -3,8 +3,9 @@
 A pydantic schema is enforced: every write (a node's update, the input, ``update_state``) is
 validated and coerced as pydantic would, key by key, and values loaded from a store are
 checked against it (``check_loaded``). A TypedDict schema is not validated (as in LangGraph).
-A field's ``@field_validator``s run on writes to a key without a reducer (not on loads, which
-check the type alone: a stored value was validated when it was written).
+A field's ``@field_validator``s run on writes to a key without a reducer, not on loads: a
+stored value of a key with validator functions is loaded as stored (it was validated when
+it was written; its checksum tells damage).
 
 What a write to a key with a reducer is validated as:
 
