@@ -5,6 +5,7 @@ commit that unfreezes it."""
 from __future__ import annotations
 
 import dataclasses
+from typing import Any
 
 import pytest
 
@@ -19,7 +20,7 @@ from checkpoints import (
     ThreadUpdate,
 )
 from checkpoints.lease import new_owner
-from checkpoints.models import CallId, CheckpointId, DispatchRecord, TaskId
+from checkpoints.models import CallId, CheckpointId, DispatchRecord, TaskId, ThreadRecord
 from checkpoints.testing.support import T1, T2, Factory, checkpoint, leased, observe, step_batch
 
 
@@ -37,18 +38,24 @@ def _freeze(head: CheckpointId, updated_at: float | None) -> CommitBatch:
     return batch
 
 
+async def _a_run_holds_t1(make: Factory) -> tuple[Any, str, CheckpointId, ThreadRecord]:
+    """A store where a run holds ``T1``'s lease and committed its first step: the store,
+    the run's owner, the head and the thread's record."""
+    cp, owner = await leased(make)
+    first = step_batch(None, {"x": 1})
+    await cp.commit(T1, owner, first)
+    assert first.checkpoint is not None
+    rec = await cp.get_thread(T1)
+    assert rec is not None
+    return cp, owner, first.checkpoint.id, rec
+
+
 async def check_unleased_commit_is_fenced_by_the_head_and_the_row(make: Factory) -> None:
     """An ``unleased`` commit writes while a live run holds the lease, leaving the lease to
     it, if the head and the row's ``updated_at`` are as read; else ``HeadConflictError`` or
     ``ThreadChangedError``, and nothing is written (the head is compared even without
     ``check_head``)."""
-    cp, owner = await leased(make)
-    first = step_batch(None, {"x": 1})
-    await cp.commit(T1, owner, first)
-    assert first.checkpoint is not None
-    head = first.checkpoint.id
-    rec = await cp.get_thread(T1)
-    assert rec is not None
+    cp, owner, head, rec = await _a_run_holds_t1(make)
     operator = new_owner()  # (holds nothing)
 
     moved = _freeze(CheckpointId("not-the-head"), rec.updated_at)
@@ -81,13 +88,7 @@ async def check_frozen_thread_refuses_its_runs_writes(make: Factory) -> None:
     """A frozen thread refuses (``FrozenThreadError``, nothing written) every commit of the
     run that holds its lease, with or without a head check or a status; a commit that takes
     the lease refuses too, unless it expects ``frozen`` (an unfreeze), which writes."""
-    cp, owner = await leased(make)
-    first = step_batch(None, {"x": 1})
-    await cp.commit(T1, owner, first)
-    assert first.checkpoint is not None
-    head = first.checkpoint.id
-    rec = await cp.get_thread(T1)
-    assert rec is not None
+    cp, owner, head, rec = await _a_run_holds_t1(make)
     frozen = _freeze(head, rec.updated_at)
     await cp.commit(T1, new_owner(), frozen)
     assert frozen.checkpoint is not None
