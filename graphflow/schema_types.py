@@ -132,12 +132,9 @@ class ModelRules:
         )
 
 
-def incomplete(schema: type[Any], values: Any, node: str) -> None:
-    """Raise ``InvalidUpdateError`` naming ``node`` (``StateSchema.check_complete``) when
-    ``values`` lack a required field of the model ``schema``."""
-    missing = [k for k, f in schema.model_fields.items() if f.is_required() and k not in values]
-    if not missing:
-        return
+def incomplete(schema: type[Any], missing: list[str], node: str) -> InvalidUpdateError:
+    """The error of a new thread's first state that lacks the ``missing`` required fields
+    of the model ``schema``, naming ``node`` (``StateSchema.check_complete``)."""
     names = f"required state key(s) {', '.join(map(repr, missing))} of {schema.__name__}"
     if node == "input":
         what = f"the input of a new thread lacks {names} (no default); give them in the input"
@@ -148,7 +145,7 @@ def incomplete(schema: type[Any], values: Any, node: str) -> None:
             f"subgraph node {node!r} starts without {names} (no default): its parent's "
             "state has no such key; give it in the parent or map it (add_node(input=...))"
         )
-    raise InvalidUpdateError(what, node=node, key=missing[0])
+    return InvalidUpdateError(what, node=node, key=missing[0])
 
 
 def has_typevar(tp: Any) -> bool:

@@ -153,8 +153,9 @@ class StateSchema:
         field of a pydantic schema (one without a default), as the model itself would.
         ``node``: what made that state (``input``, ``update_state``, or the path of a
         subgraph node, whose parent's state it is)."""
-        if self._required and any(k not in values for k in self._required):
-            incomplete(self.schema, values, node)
+        missing = [k for k in self._required if k not in values] if self._required else []
+        if missing:
+            raise incomplete(self.schema, missing, node)
 
     def view(self, values: Mapping[str, Any]) -> Any:
         """The state object a node sees (a model instance or a dict), without validation."""

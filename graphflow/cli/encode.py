@@ -25,6 +25,7 @@ The rules (README, "Command line"):
 from __future__ import annotations
 
 import dataclasses
+import functools
 import math
 import sys
 from collections.abc import Mapping
@@ -51,12 +52,8 @@ def encode(value: Any) -> Any:
 
 def request_fields(request: Any) -> dict[str, Any]:
     """A ``ToolConfirmationRequest`` as JSON, its call's secrets as digests."""
-    from graphflow.evidence.redact import Redactor
-
     fields: dict[str, Any] = _Encoder().encode(request)
-    if not _REDACTOR:
-        _REDACTOR.append(Redactor())
-    redactor = _REDACTOR[0]
+    redactor = _redactor()
     # (encoded first: JSON types only, which the redactor takes whatever the call held;
     # ``describe``, the tool's facts about the call, may quote its arguments, under any
     # key: the secret values of the arguments are replaced there too)
@@ -100,7 +97,12 @@ def _without(value: Any, secrets: list[str]) -> Any:
     return value
 
 
-_REDACTOR: list[Any] = []
+@functools.cache
+def _redactor() -> Any:
+    """The evidence log's default redaction (imported at the first request shown)."""
+    from graphflow.evidence.redact import Redactor
+
+    return Redactor()
 
 
 def pause(value: Any) -> dict[str, Any]:
